@@ -1,0 +1,66 @@
+//! Retry timing: capped exponential backoff with full jitter.
+//!
+//! Full jitter (a uniform draw in `[0, min(cap, base·2^n)]`) spreads retries of many concurrent
+//! deletes so they do not hit a throttled partition again in lockstep. The random draw is an
+//! argument so the policy stays pure and testable.
+
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// Delay ceiling for the first retry.
+    pub base: Duration,
+    /// No delay ever exceeds this.
+    pub cap: Duration,
+    /// Attempts in total, the first one included. `1` means never retry.
+    pub max_attempts: u32,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            base: Duration::from_millis(25),
+            cap: Duration::from_secs(5),
+            max_attempts: 10,
+        }
+    }
+}
+
+impl Backoff {
+    /// Whether attempt number `attempt` (1-based) may be followed by another one.
+    pub fn may_retry_after(&self, attempt: u32) -> bool {
+        attempt < self.max_attempts
+    }
+
+    /// The ceiling of the delay after failed attempt number `attempt` (1-based).
+    pub fn ceiling(&self, attempt: u32) -> Duration {
+        let shift = attempt.saturating_sub(1).min(30);
+        self.base.saturating_mul(1u32 << shift).min(self.cap)
+    }
+
+    /// The delay after failed attempt `attempt`, given a uniform draw `unit` in `[0, 1)`.
+    pub fn delay(&self, attempt: u32, unit: f64) -> Duration {
+        self.ceiling(attempt).mul_f64(unit.clamp(0.0, 1.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ceiling_doubles_then_caps() {
+        let b = Backoff {
+            base: Duration::from_millis(10),
+            cap: Duration::from_millis(100),
+            max_attempts: 5,
+        };
+        let c: Vec<_> = (1..=6).map(|a| b.ceiling(a).as_millis()).collect();
+        assert_eq!(c, vec![10, 20, 40, 80, 100, 100]);
+        assert_eq!(b.delay(3, 0.5), Duration::from_millis(20));
+        assert_eq!(b.delay(3, 7.0), Duration::from_millis(40));
+        assert!(b.may_retry_after(4));
+        assert!(!b.may_retry_after(5));
+        assert_eq!(b.ceiling(u32::MAX), Duration::from_millis(100));
+    }
+}

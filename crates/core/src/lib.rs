@@ -1,0 +1,21 @@
+//! The pure rules of precise-ttl, shared by every other crate.
+//!
+//! Nothing here performs I/O or reads a clock: the current time is always an argument. That keeps
+//! the rules that decide what may be deleted testable exhaustively, and identical in the daemon,
+//! the one-pass sweep, the benchmark and the tests.
+
+pub mod backoff;
+pub mod error;
+pub mod expiry;
+pub mod layout;
+pub mod plan;
+pub mod shard;
+pub mod time;
+
+pub use backoff::Backoff;
+pub use error::ErrorClass;
+pub use expiry::{Expiry, ExpiryError, TtlValue, Verdict};
+pub use layout::{LayoutError, TtlLayout, WriterAttributes};
+pub use plan::{DueWindow, SweepPlan};
+pub use shard::{Shard, ShardCount, ShardCountError};
+pub use time::{NATIVE_TTL_MAX_AGE, Timestamp};

@@ -1,0 +1,64 @@
+//! What one sweep pass looks at: the window of expiries that are due, per shard.
+
+use crate::shard::{Shard, ShardCount};
+use crate::time::{NATIVE_TTL_MAX_AGE, Timestamp};
+
+/// The expiries that are due at `now`: those in `[now − 5 years, now]`, bounds included.
+///
+/// Both the index query and the conditional delete use the same window, so the store itself
+/// re-checks, at delete time, exactly the rule the query applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DueWindow {
+    pub oldest: Timestamp,
+    pub now: Timestamp,
+}
+
+impl DueWindow {
+    pub fn at(now: Timestamp) -> Self {
+        DueWindow {
+            oldest: now.saturating_sub(NATIVE_TTL_MAX_AGE),
+            now,
+        }
+    }
+
+    pub fn contains(&self, t: Timestamp) -> bool {
+        self.oldest <= t && t <= self.now
+    }
+}
+
+/// One pass over every shard, all against the same instant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SweepPlan {
+    pub window: DueWindow,
+    pub shards: Vec<Shard>,
+}
+
+impl SweepPlan {
+    pub fn new(now: Timestamp, shards: ShardCount) -> Self {
+        SweepPlan {
+            window: DueWindow::at(now),
+            shards: shards.all().collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_matches_native_ttl_verdicts() {
+        let now = Timestamp::from_secs(2_000_000_000);
+        let w = DueWindow::at(now);
+        for t in [now, w.oldest, Timestamp::from_secs(1_900_000_000)] {
+            assert!(w.contains(t));
+            assert!(crate::Verdict::of_expiry(crate::Expiry::at_instant(t), now).is_due());
+        }
+        for t in [now.saturating_add(std::time::Duration::from_millis(1)), Timestamp::from_secs(0)] {
+            assert!(!w.contains(t));
+            assert!(!crate::Verdict::of_expiry(crate::Expiry::at_instant(t), now).is_due());
+        }
+        let plan = SweepPlan::new(now, ShardCount::new(4).unwrap());
+        assert_eq!(plan.shards, vec![Shard(0), Shard(1), Shard(2), Shard(3)]);
+    }
+}
