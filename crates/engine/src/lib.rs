@@ -1,1 +1,18 @@
-//! placeholder
+//! Orchestration of expiry deletes on tokio, generic over a small store trait.
+//!
+//! The engine knows nothing about AWS: it asks an [`ExpiryStore`] for the due items of a shard
+//! and asks it to delete each one on the condition that it is still due. Everything that decides
+//! *what* is due lives in `precise-ttl-core`; everything that talks to DynamoDB lives in the
+//! adapter crate. [`memory::MemoryStore`] is a reference implementation used by tests.
+
+pub mod clock;
+pub mod memory;
+pub mod observe;
+pub mod retry;
+pub mod store;
+pub mod sweep;
+
+pub use clock::{Clock, SystemClock};
+pub use observe::{NoopObserver, Observer};
+pub use store::{DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError};
+pub use sweep::{SweepConfig, SweepError, SweepReport, Sweeper};

@@ -1,0 +1,145 @@
+//! An in-memory [`ExpiryStore`]: the reference model the engine is tested against, with
+//! scripted faults.
+//!
+//! It follows the same rules as the DynamoDB adapter: the index holds only items with a shard
+//! and a Number TTL, and a delete succeeds only if the stored TTL is still inside the window.
+
+use crate::store::{DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError};
+use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Shard};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Mutex;
+
+/// A stored TTL, in any of the shapes a careless writer may leave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemTtl {
+    Number(String),
+    /// Any non-Number type, named as DynamoDB names it (`"S"`, `"B"`, ...).
+    Other(&'static str),
+    Missing,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemItem {
+    pub ttl: MemTtl,
+    pub shard: Option<u16>,
+}
+
+/// Which call a scripted fault applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    Query,
+    Delete,
+}
+
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    items: Mutex<BTreeMap<String, MemItem>>,
+    faults: Mutex<VecDeque<(Call, ErrorClass)>>,
+    calls: Mutex<Vec<Call>>,
+}
+
+impl MemoryStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn put(&self, key: impl Into<String>, item: MemItem) {
+        self.items.lock().unwrap().insert(key.into(), item);
+    }
+
+    pub fn get(&self, key: &str) -> Option<MemItem> {
+        self.items.lock().unwrap().get(key).cloned()
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.lock().unwrap().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The next calls of kind `call` fail with `class`, in order, one fault per call.
+    pub fn inject(&self, call: Call, class: ErrorClass, times: usize) {
+        let mut f = self.faults.lock().unwrap();
+        f.extend(std::iter::repeat_n((call, class), times));
+    }
+
+    pub fn calls(&self, call: Call) -> usize {
+        self.calls.lock().unwrap().iter().filter(|c| **c == call).count()
+    }
+
+    fn fault(&self, call: Call) -> Result<(), StoreError> {
+        self.calls.lock().unwrap().push(call);
+        let mut f = self.faults.lock().unwrap();
+        if let Some(pos) = f.iter().position(|(c, _)| *c == call) {
+            let (_, class) = f.remove(pos).expect("position is valid");
+            return Err(StoreError::new(class, format!("injected {class:?}")));
+        }
+        Ok(())
+    }
+
+    fn indexed_expiry(item: &MemItem) -> Option<Expiry> {
+        match (&item.ttl, item.shard) {
+            (MemTtl::Number(n), Some(_)) => Expiry::parse_number(n).ok(),
+            _ => None,
+        }
+    }
+}
+
+impl ExpiryStore for MemoryStore {
+    type Key = String;
+    /// The last (expiry, key) returned.
+    type Cursor = (Expiry, String);
+
+    async fn due_page(
+        &self,
+        shard: Shard,
+        window: DueWindow,
+        cursor: Option<Self::Cursor>,
+        limit: u32,
+    ) -> Result<DuePage<String, Self::Cursor>, StoreError> {
+        self.fault(Call::Query)?;
+        let items = self.items.lock().unwrap();
+        let mut due: Vec<(Expiry, &String)> = items
+            .iter()
+            .filter(|(_, i)| i.shard == Some(shard.0))
+            .filter_map(|(k, i)| Self::indexed_expiry(i).map(|e| (e, k)))
+            .filter(|(e, _)| window.contains(e.at()))
+            .filter(|(e, k)| cursor.as_ref().is_none_or(|(ce, ck)| (e, *k) > (ce, ck)))
+            .collect();
+        due.sort();
+        let more = due.len() > limit as usize;
+        due.truncate(limit as usize);
+        let next = if more {
+            due.last().map(|(e, k)| (*e, (*k).clone()))
+        } else {
+            None
+        };
+        Ok(DuePage {
+            items: due
+                .into_iter()
+                .map(|(expiry, k)| DueItem {
+                    key: k.clone(),
+                    expiry,
+                })
+                .collect(),
+            next,
+        })
+    }
+
+    async fn delete_if_due(&self, key: &String, window: DueWindow) -> Result<DeleteOutcome, StoreError> {
+        self.fault(Call::Delete)?;
+        let mut items = self.items.lock().unwrap();
+        let due = items.get(key).is_some_and(|i| {
+            matches!(&i.ttl, MemTtl::Number(n)
+                if Expiry::parse_number(n).is_ok_and(|e| window.contains(e.at())))
+        });
+        if due {
+            items.remove(key);
+            Ok(DeleteOutcome::Deleted)
+        } else {
+            Ok(DeleteOutcome::NotDue)
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! Per-item events for whoever wants them (the demo's printout, metrics, benchmarks).
+
+use precise_ttl_core::{Expiry, Shard, Timestamp};
+
+pub trait Observer<K>: Send + Sync + 'static {
+    /// An item was deleted at `at` (the instant the delete was sent).
+    fn deleted(&self, _key: &K, _expiry: Expiry, _at: Timestamp) {}
+    /// A conditional delete found the item changed or gone.
+    fn skipped(&self, _key: &K, _expiry: Expiry) {}
+    /// A call was throttled and will be retried.
+    fn throttled(&self) {}
+    /// A page of due items came back from the index.
+    fn page(&self, _shard: Shard, _items: usize) {}
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoopObserver;
+
+impl<K> Observer<K> for NoopObserver {}

@@ -1,0 +1,80 @@
+//! The boundary between the engine and a database: two calls, typed outcomes, classified errors.
+
+use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Shard};
+use std::fmt;
+use std::future::Future;
+use thiserror::Error;
+
+/// An item the index reported as due, with the expiry the index held for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueItem<K> {
+    pub key: K,
+    pub expiry: Expiry,
+}
+
+/// One page of due items, oldest first, and where to continue.
+#[derive(Debug, Clone)]
+pub struct DuePage<K, C> {
+    pub items: Vec<DueItem<K>>,
+    pub next: Option<C>,
+}
+
+/// What a conditional delete did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    Deleted,
+    /// The stored item was no longer due (TTL extended, removed, changed type) or was gone.
+    NotDue,
+}
+
+/// A failed store call, classified so the engine can decide to retry, slow down or stop.
+#[derive(Debug, Error)]
+#[error("{message}")]
+pub struct StoreError {
+    pub class: ErrorClass,
+    pub message: String,
+    #[source]
+    pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl StoreError {
+    pub fn new(class: ErrorClass, message: impl Into<String>) -> Self {
+        StoreError {
+            class,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+}
+
+/// A table that keeps items with an expiry, indexed by (shard, expiry).
+///
+/// Implementations must never delete an item whose stored expiry is outside the window passed to
+/// [`ExpiryStore::delete_if_due`] at the moment of the delete: the index may be stale.
+pub trait ExpiryStore: Send + Sync + 'static {
+    /// Identifies one item (the table's primary key).
+    type Key: Clone + Send + Sync + fmt::Debug + 'static;
+    /// Where a paged query continues.
+    type Cursor: Clone + Send + Sync + fmt::Debug + 'static;
+
+    /// Items of `shard` whose indexed expiry lies in `window`, oldest first, at most `limit`.
+    fn due_page(
+        &self,
+        shard: Shard,
+        window: DueWindow,
+        cursor: Option<Self::Cursor>,
+        limit: u32,
+    ) -> impl Future<Output = Result<DuePage<Self::Key, Self::Cursor>, StoreError>> + Send;
+
+    /// Deletes the item if, at the store, its expiry is a Number inside `window`.
+    fn delete_if_due(
+        &self,
+        key: &Self::Key,
+        window: DueWindow,
+    ) -> impl Future<Output = Result<DeleteOutcome, StoreError>> + Send;
+}

@@ -1,0 +1,294 @@
+//! One pass over every shard: page through the due items and delete each one conditionally.
+//!
+//! Memory stays bounded whatever the backlog: a shard holds at most one page of keys, and the
+//! number of deletes in flight is capped by a semaphore shared by all shards, so a huge shard
+//! cannot starve the others of more than its share of permits.
+
+use crate::clock::Clock;
+use crate::observe::{NoopObserver, Observer};
+use crate::retry::with_backoff;
+use crate::store::{DeleteOutcome, DueItem, ExpiryStore, StoreError};
+use precise_ttl_core::{Backoff, DueWindow, ErrorClass, Shard, ShardCount, SweepPlan, Timestamp};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use thiserror::Error;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+#[derive(Debug, Clone)]
+pub struct SweepConfig {
+    pub shards: ShardCount,
+    /// Keys asked for per index query; bounds the memory a shard holds.
+    pub page_size: u32,
+    /// Deletes in flight across all shards.
+    pub concurrency: usize,
+    /// Shards paged through at the same time.
+    pub shard_parallelism: usize,
+    pub backoff: Backoff,
+}
+
+impl SweepConfig {
+    pub fn new(shards: ShardCount) -> Self {
+        SweepConfig {
+            shards,
+            page_size: 500,
+            concurrency: 32,
+            shard_parallelism: 4,
+            backoff: Backoff::default(),
+        }
+    }
+}
+
+/// What one pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    /// The instant the pass looked for due items.
+    pub now: Timestamp,
+    pub deleted: u64,
+    /// Conditional deletes that found the item changed (TTL extended or removed) or gone.
+    pub skipped: u64,
+    /// Items whose delete still failed after every retry; they stay due for the next pass.
+    pub errors: u64,
+    /// Calls that were throttled and retried.
+    pub throttled: u64,
+    /// Index pages read.
+    pub pages: u64,
+    /// Largest delay between an item's expiry and the moment its delete was sent, in ms.
+    pub max_lag_ms: Option<i64>,
+}
+
+#[derive(Debug, Error)]
+pub enum SweepError {
+    /// Retrying cannot help: the table or index is missing, access is denied, the request is
+    /// invalid, or the store stayed unreachable through every retry of an index query.
+    #[error("sweep stopped: {0}")]
+    Fatal(#[source] StoreError),
+}
+
+pub struct Sweeper<S: ExpiryStore, C: Clock> {
+    store: Arc<S>,
+    clock: Arc<C>,
+    config: SweepConfig,
+    observer: Arc<dyn Observer<S::Key>>,
+}
+
+impl<S: ExpiryStore, C: Clock> std::fmt::Debug for Sweeper<S, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sweeper").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    deleted: AtomicU64,
+    skipped: AtomicU64,
+    errors: AtomicU64,
+    throttled: AtomicU64,
+    pages: AtomicU64,
+    max_lag_ms: Mutex<Option<i64>>,
+    stop: AtomicBool,
+    fatal: Mutex<Option<StoreError>>,
+}
+
+impl Counters {
+    fn fail(&self, e: StoreError) {
+        self.stop.store(true, Ordering::SeqCst);
+        let mut slot = self.fatal.lock().unwrap_or_else(|p| p.into_inner());
+        slot.get_or_insert(e);
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+}
+
+impl<S: ExpiryStore, C: Clock> Sweeper<S, C> {
+    pub fn new(store: Arc<S>, clock: Arc<C>, config: SweepConfig) -> Self {
+        Sweeper {
+            store,
+            clock,
+            config,
+            observer: Arc::new(NoopObserver),
+        }
+    }
+
+    pub fn with_observer(mut self, observer: Arc<dyn Observer<S::Key>>) -> Self {
+        self.observer = observer;
+        self
+    }
+
+    pub fn config(&self) -> &SweepConfig {
+        &self.config
+    }
+
+    /// Deletes every item that is due now, on every shard, and reports what happened.
+    pub async fn sweep_once(&self) -> Result<SweepReport, SweepError> {
+        let plan = SweepPlan::new(self.clock.now(), self.config.shards);
+        let counters = Arc::new(Counters::default());
+        let delete_permits = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
+        let shard_permits = Arc::new(Semaphore::new(self.config.shard_parallelism.max(1)));
+        let mut shards = JoinSet::new();
+        for shard in plan.shards.iter().copied() {
+            let pass = ShardPass {
+                store: Arc::clone(&self.store),
+                clock: Arc::clone(&self.clock),
+                observer: Arc::clone(&self.observer),
+                counters: Arc::clone(&counters),
+                delete_permits: Arc::clone(&delete_permits),
+                config: self.config.clone(),
+                shard,
+                window: plan.window,
+            };
+            let shard_permits = Arc::clone(&shard_permits);
+            shards.spawn(async move {
+                let _permit = shard_permits.acquire_owned().await;
+                pass.run().await;
+            });
+        }
+        while let Some(joined) = shards.join_next().await {
+            if let Err(e) = joined {
+                // A panicking task is a bug; surface it rather than report a clean pass.
+                std::panic::resume_unwind(e.into_panic());
+            }
+        }
+        if let Some(e) = counters.fatal.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            return Err(SweepError::Fatal(e));
+        }
+        Ok(SweepReport {
+            now: plan.window.now,
+            deleted: counters.deleted.load(Ordering::Relaxed),
+            skipped: counters.skipped.load(Ordering::Relaxed),
+            errors: counters.errors.load(Ordering::Relaxed),
+            throttled: counters.throttled.load(Ordering::Relaxed),
+            pages: counters.pages.load(Ordering::Relaxed),
+            max_lag_ms: *counters.max_lag_ms.lock().unwrap_or_else(|p| p.into_inner()),
+        })
+    }
+}
+
+struct ShardPass<S: ExpiryStore, C: Clock> {
+    store: Arc<S>,
+    clock: Arc<C>,
+    observer: Arc<dyn Observer<S::Key>>,
+    counters: Arc<Counters>,
+    delete_permits: Arc<Semaphore>,
+    config: SweepConfig,
+    shard: Shard,
+    window: DueWindow,
+}
+
+impl<S: ExpiryStore, C: Clock> ShardPass<S, C> {
+    async fn run(self) {
+        let mut deletes = JoinSet::new();
+        let mut cursor = None;
+        loop {
+            if self.counters.stopped() {
+                break;
+            }
+            let page = with_backoff(
+                &self.config.backoff,
+                || self.note_throttle(),
+                || {
+                    self.store
+                        .due_page(self.shard, self.window, cursor.clone(), self.config.page_size)
+                },
+            )
+            .await;
+            let page = match page {
+                Ok(p) => p,
+                Err(e) => {
+                    // Without the index we cannot make progress on this shard; say so loudly.
+                    self.counters.fail(e);
+                    break;
+                }
+            };
+            self.counters.pages.fetch_add(1, Ordering::Relaxed);
+            self.observer.page(self.shard, page.items.len());
+            for item in page.items {
+                if self.counters.stopped() {
+                    break;
+                }
+                let Ok(permit) = Arc::clone(&self.delete_permits).acquire_owned().await else {
+                    break;
+                };
+                let task = DeleteTask {
+                    store: Arc::clone(&self.store),
+                    clock: Arc::clone(&self.clock),
+                    observer: Arc::clone(&self.observer),
+                    counters: Arc::clone(&self.counters),
+                    backoff: self.config.backoff,
+                };
+                deletes.spawn(async move {
+                    task.run(item).await;
+                    drop(permit);
+                });
+                while let Some(done) = deletes.try_join_next() {
+                    if let Err(e) = done {
+                        std::panic::resume_unwind(e.into_panic());
+                    }
+                }
+            }
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        while let Some(done) = deletes.join_next().await {
+            if let Err(e) = done {
+                std::panic::resume_unwind(e.into_panic());
+            }
+        }
+    }
+
+    fn note_throttle(&self) {
+        self.counters.throttled.fetch_add(1, Ordering::Relaxed);
+        self.observer.throttled();
+    }
+}
+
+struct DeleteTask<S: ExpiryStore, C: Clock> {
+    store: Arc<S>,
+    clock: Arc<C>,
+    observer: Arc<dyn Observer<S::Key>>,
+    counters: Arc<Counters>,
+    backoff: Backoff,
+}
+
+impl<S: ExpiryStore, C: Clock> DeleteTask<S, C> {
+    async fn run(self, item: DueItem<S::Key>) {
+        let mut sent_at = self.clock.now();
+        let result = with_backoff(
+            &self.backoff,
+            || {
+                self.counters.throttled.fetch_add(1, Ordering::Relaxed);
+                self.observer.throttled();
+            },
+            || {
+                // The window is taken afresh for every attempt: an item is due when the delete
+                // reaches the store, not when the index was read.
+                sent_at = self.clock.now();
+                self.store.delete_if_due(&item.key, DueWindow::at(sent_at))
+            },
+        )
+        .await;
+        match result {
+            Ok(DeleteOutcome::Deleted) => {
+                self.counters.deleted.fetch_add(1, Ordering::Relaxed);
+                let lag = sent_at.millis_since(item.expiry.at());
+                let mut max = self.counters.max_lag_ms.lock().unwrap_or_else(|p| p.into_inner());
+                *max = Some(max.map_or(lag, |m| m.max(lag)));
+                drop(max);
+                self.observer.deleted(&item.key, item.expiry, sent_at);
+            }
+            Ok(DeleteOutcome::NotDue) => {
+                self.counters.skipped.fetch_add(1, Ordering::Relaxed);
+                self.observer.skipped(&item.key, item.expiry);
+            }
+            Err(e) if e.class == ErrorClass::Fatal => self.counters.fail(e),
+            Err(e) => {
+                tracing::warn!(key = ?item.key, error = %e, "delete failed after retries; the item stays due");
+                self.counters.errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
