@@ -1,1 +1,21 @@
-//! placeholder
+//! The DynamoDB side of precise-ttl: the engine's [`ExpiryStore`](precise_ttl_engine::ExpiryStore)
+//! on the AWS SDK, table inspection and `setup`, and a launcher for DynamoDB Local.
+//!
+//! AWS vocabulary (AttributeValue, GSI, ConditionExpression) stays inside this crate; what it
+//! hands upward is expressed in the domain types of `precise-ttl-core` and the engine.
+
+pub mod connect;
+pub mod error;
+pub mod item;
+pub mod local;
+pub mod setup;
+pub mod store;
+pub mod table;
+
+pub use connect::{ConnectOptions, Dynamo};
+pub use error::AdapterError;
+pub use item::ItemKey;
+pub use local::DynamoDbLocal;
+pub use setup::{CreateTable, KeyAttribute, KeyType, SetupAction, SetupOptions, SetupReport};
+pub use store::DynamoStore;
+pub use table::TableShape;

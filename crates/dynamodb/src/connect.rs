@@ -1,0 +1,146 @@
+//! Building the SDK clients once, with explicit timeouts and no SDK-level retries.
+//!
+//! The engine retries with its own backoff and error classification, so the SDK's retries are
+//! off: one retry policy, visible and tested, instead of two multiplying each other. Queries and
+//! deletes get separate clients (and so separate connection pools), so a storm of deletes cannot
+//! queue the index reads that find the next due items.
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_dynamodb::config::{Credentials, retry::RetryConfig, timeout::TimeoutConfig};
+use std::time::Duration;
+
+/// Where and how to connect. Anything left `None` comes from the standard AWS configuration
+/// (`AWS_REGION`, `AWS_PROFILE`, `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_ENDPOINT_URL`, ...).
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    pub endpoint_url: Option<String>,
+    pub region: Option<String>,
+    pub connect_timeout: Duration,
+    /// Upper bound for one HTTP attempt; a slow attempt becomes a retryable timeout.
+    pub attempt_timeout: Duration,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        ConnectOptions {
+            endpoint_url: None,
+            region: None,
+            connect_timeout: Duration::from_secs(3),
+            attempt_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The SDK clients precise-ttl uses, built once per process and cloned cheaply.
+#[derive(Debug, Clone)]
+pub struct Dynamo {
+    /// Control-plane calls and index queries.
+    pub query: aws_sdk_dynamodb::Client,
+    /// Deletes and other item writes.
+    pub write: aws_sdk_dynamodb::Client,
+    /// The endpoint in use, for messages (`None`: the region's AWS endpoint).
+    pub endpoint: Option<String>,
+}
+
+impl Dynamo {
+    pub async fn connect(options: &ConnectOptions) -> Dynamo {
+        let mut loader = aws_config::defaults(BehaviorVersion::v2026_01_12())
+            .retry_config(RetryConfig::disabled())
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(options.connect_timeout)
+                    .operation_attempt_timeout(options.attempt_timeout)
+                    .build(),
+            );
+        if let Some(region) = &options.region {
+            loader = loader.region(Region::new(region.clone()));
+        }
+        if let Some(url) = &options.endpoint_url {
+            loader = loader.endpoint_url(url.clone());
+            if is_loopback(url) && !has_explicit_credentials() {
+                // DynamoDB Local checks no signature but keeps data per access key and region;
+                // a fixed key lets every local command see the same tables, and spares a
+                // developer's machine a credential hunt that ends at the instance metadata service.
+                loader = loader.credentials_provider(local_credentials());
+                if options.region.is_none() && std::env::var_os("AWS_REGION").is_none() {
+                    loader = loader.region(Region::new("us-east-1"));
+                }
+            }
+        }
+        Self::from_sdk_config(&loader.load().await)
+    }
+
+    pub fn from_sdk_config(config: &SdkConfig) -> Dynamo {
+        let endpoint = config.endpoint_url().map(str::to_string);
+        Dynamo {
+            query: aws_sdk_dynamodb::Client::new(config),
+            write: aws_sdk_dynamodb::Client::new(config),
+            endpoint,
+        }
+    }
+
+    /// Clients for a DynamoDB Local instance at `endpoint_url`, with the fixed local credentials.
+    pub fn local(endpoint_url: &str) -> Dynamo {
+        let config = SdkConfig::builder()
+            .behavior_version(BehaviorVersion::v2026_01_12())
+            .region(Region::new("us-east-1"))
+            .endpoint_url(endpoint_url)
+            .credentials_provider(aws_sdk_dynamodb::config::SharedCredentialsProvider::new(
+                local_credentials(),
+            ))
+            .retry_config(RetryConfig::disabled())
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(Duration::from_secs(3))
+                    .operation_attempt_timeout(Duration::from_secs(10))
+                    .build(),
+            )
+            .build();
+        Self::from_sdk_config(&config)
+    }
+
+    /// A short description of where requests go, for error messages.
+    pub fn describe_endpoint(&self) -> String {
+        match &self.endpoint {
+            Some(url) => url.clone(),
+            None => {
+                let region = self.query.config().region().map(|r| r.to_string());
+                format!("DynamoDB in region {}", region.as_deref().unwrap_or("(none set)"))
+            }
+        }
+    }
+}
+
+fn local_credentials() -> Credentials {
+    Credentials::new("local", "local", None, None, "precise-ttl-local")
+}
+
+fn has_explicit_credentials() -> bool {
+    ["AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some())
+}
+
+fn is_loopback(url: &str) -> bool {
+    let rest = url.split("://").nth(1).unwrap_or(url);
+    let host = rest.split('/').next().unwrap_or("");
+    let host = if let Some(v6) = host.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, _)| h)
+    };
+    host == "localhost" || host.starts_with("127.") || host == "::1"
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn loopback_urls() {
+        for u in ["http://localhost:8000", "http://127.0.0.1:1", "http://[::1]:8000/", "http://127.3.4.5"] {
+            assert!(super::is_loopback(u), "{u}");
+        }
+        for u in ["https://dynamodb.us-east-1.amazonaws.com", "http://10.0.0.1:8000", "http://localhost.example.com"] {
+            assert!(!super::is_loopback(u), "{u}");
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! Errors of the adapter, and the mapping of SDK failures onto the engine's [`ErrorClass`].
+
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use precise_ttl_core::ErrorClass;
+use precise_ttl_engine::StoreError;
+use thiserror::Error;
+
+/// Error codes DynamoDB uses to ask for less traffic.
+const THROTTLING_CODES: &[&str] = &[
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "TooManyRequestsException",
+];
+
+/// Error codes that mean "try again" without asking for less traffic.
+const TRANSIENT_CODES: &[&str] = &[
+    "InternalServerError",
+    "InternalFailure",
+    "ServiceUnavailable",
+    "TransactionConflictException",
+    "RequestTimeout",
+];
+
+const ACCESS_CODES: &[&str] = &[
+    "AccessDeniedException",
+    "UnrecognizedClientException",
+    "InvalidSignatureException",
+    "MissingAuthenticationTokenException",
+    "ExpiredTokenException",
+    "IncompleteSignatureException",
+];
+
+#[derive(Debug, Error)]
+pub enum AdapterError {
+    #[error("table {table:?} was not found at {endpoint}")]
+    TableNotFound { table: String, endpoint: String },
+    #[error(
+        "table {table:?} has no index named {index:?}: run `precise-ttl setup --table {table}` first"
+    )]
+    IndexMissing { table: String, index: String },
+    #[error("index {index:?} on table {table:?} has another schema: expected {expected}, found {found}; pick another --index-name or fix the attribute names")]
+    IndexSchema {
+        table: String,
+        index: String,
+        expected: String,
+        found: String,
+    },
+    #[error("index {index:?} on table {table:?} is {status}, not ACTIVE yet (DynamoDB is still building it; `precise-ttl setup` waits for it)")]
+    IndexNotActive {
+        table: String,
+        index: String,
+        status: String,
+    },
+    #[error("native TTL on table {table:?} is already enabled on attribute {enabled:?}, not {wanted:?}; DynamoDB allows one TTL attribute per table: use --ttl-attribute {enabled}, or pass --no-native-ttl")]
+    NativeTtlOnOtherAttribute {
+        table: String,
+        enabled: String,
+        wanted: String,
+    },
+    #[error("native TTL on table {table:?} is {status}; DynamoDB allows no change until that finishes (up to an hour); retry later or pass --no-native-ttl")]
+    NativeTtlBusy { table: String, status: String },
+    #[error("{attribute:?} is a key attribute of table {table:?}; the {role} attribute cannot be part of the table's primary key")]
+    KeyAttribute {
+        table: String,
+        attribute: String,
+        role: &'static str,
+    },
+    #[error("attribute {attribute:?} is already defined as type {defined} on table {table:?} (another index uses it); the {role} attribute must be a Number")]
+    AttributeType {
+        table: String,
+        attribute: String,
+        defined: String,
+        role: &'static str,
+    },
+    #[error("table {table:?} exists with key {found}, not the {expected} asked for with --create-table")]
+    TableKeyMismatch {
+        table: String,
+        expected: String,
+        found: String,
+    },
+    #[error("gave up after {waited_secs} s waiting for {what}")]
+    WaitTimedOut { what: String, waited_secs: u64 },
+    #[error("cannot reach {endpoint}: {message}")]
+    Unreachable { endpoint: String, message: String },
+    #[error("access denied by {endpoint}: {message}")]
+    AccessDenied { endpoint: String, message: String },
+    #[error("{operation} failed: {message}")]
+    Call {
+        operation: &'static str,
+        class: ErrorClass,
+        message: String,
+    },
+}
+
+impl AdapterError {
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            AdapterError::Call { class, .. } => *class,
+            AdapterError::IndexNotActive { .. } | AdapterError::Unreachable { .. } => ErrorClass::Transient,
+            _ => ErrorClass::Fatal,
+        }
+    }
+
+    /// Maps an SDK failure of a control-plane call, naming the endpoint where that helps.
+    pub(crate) fn from_sdk<E>(operation: &'static str, endpoint: &str, err: SdkError<E, HttpResponse>) -> Self
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        let message = describe(&err);
+        match &err {
+            SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => AdapterError::Unreachable {
+                endpoint: endpoint.to_string(),
+                message,
+            },
+            SdkError::ServiceError(se) if se.err().code().is_some_and(|c| ACCESS_CODES.contains(&c)) => {
+                AdapterError::AccessDenied {
+                    endpoint: endpoint.to_string(),
+                    message,
+                }
+            }
+            _ => AdapterError::Call {
+                operation,
+                class: classify(&err),
+                message,
+            },
+        }
+    }
+}
+
+/// The engine's view of an SDK failure.
+pub(crate) fn classify<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>) -> ErrorClass {
+    match err {
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
+            ErrorClass::Transient
+        }
+        SdkError::ServiceError(se) => {
+            let code = se.err().code().unwrap_or_default();
+            if code == "ConditionalCheckFailedException" {
+                ErrorClass::ConditionFailed
+            } else if THROTTLING_CODES.contains(&code) {
+                ErrorClass::Throttled
+            } else if TRANSIENT_CODES.contains(&code) || se.raw().status().as_u16() >= 500 {
+                ErrorClass::Transient
+            } else {
+                ErrorClass::Fatal
+            }
+        }
+        _ => ErrorClass::Fatal,
+    }
+}
+
+/// One line: the service's code and message, or the transport failure with its causes.
+pub(crate) fn describe<E>(err: &SdkError<E, HttpResponse>) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    match err {
+        SdkError::ServiceError(se) => {
+            let e = se.err();
+            match (e.code(), e.message()) {
+                (Some(c), Some(m)) => format!("{c}: {m}"),
+                (Some(c), None) => c.to_string(),
+                _ => format!("HTTP {}: {}", se.raw().status().as_u16(), DisplayErrorContext(err)),
+            }
+        }
+        SdkError::TimeoutError(_) => "the request timed out".to_string(),
+        _ => DisplayErrorContext(err).to_string(),
+    }
+}
+
+pub(crate) fn store_error<E>(operation: &'static str, err: SdkError<E, HttpResponse>) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let class = classify(&err);
+    StoreError::new(class, format!("{operation}: {}", describe(&err))).with_source(err)
+}

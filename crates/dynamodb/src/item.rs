@@ -1,0 +1,74 @@
+//! Item keys and number values as DynamoDB carries them.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use std::collections::HashMap;
+use std::fmt;
+
+/// The primary key of one item: its partition key and, if the table has one, its sort key.
+#[derive(Clone, PartialEq)]
+pub struct ItemKey(pub(crate) Vec<(String, AttributeValue)>);
+
+impl ItemKey {
+    pub fn new(attributes: Vec<(String, AttributeValue)>) -> Self {
+        ItemKey(attributes)
+    }
+
+    pub fn attributes(&self) -> &[(String, AttributeValue)] {
+        &self.0
+    }
+
+    pub fn to_map(&self) -> HashMap<String, AttributeValue> {
+        self.0.iter().cloned().collect()
+    }
+
+    /// The first key attribute (the partition key) rendered as text, for messages.
+    pub fn partition_text(&self) -> String {
+        self.0.first().map(|(_, v)| render(v)).unwrap_or_default()
+    }
+}
+
+impl fmt::Debug for ItemKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("{")?;
+        for (i, (name, value)) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{name}={}", render(value))?;
+        }
+        f.write_str("}")
+    }
+}
+
+impl fmt::Display for ItemKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// A key attribute value as short text: `"abc"`, `42`, `b64:AAEC`.
+pub fn render(v: &AttributeValue) -> String {
+    match v {
+        AttributeValue::S(s) => format!("{s:?}"),
+        AttributeValue::N(n) => n.clone(),
+        AttributeValue::B(b) => format!("<{} bytes>", b.as_ref().len()),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The DynamoDB type name of a value, as in `attribute_type` and error messages.
+pub fn type_name(v: &AttributeValue) -> &'static str {
+    match v {
+        AttributeValue::S(_) => "S",
+        AttributeValue::N(_) => "N",
+        AttributeValue::B(_) => "B",
+        AttributeValue::Bool(_) => "BOOL",
+        AttributeValue::Null(_) => "NULL",
+        AttributeValue::L(_) => "L",
+        AttributeValue::M(_) => "M",
+        AttributeValue::Ss(_) => "SS",
+        AttributeValue::Ns(_) => "NS",
+        AttributeValue::Bs(_) => "BS",
+        _ => "unknown",
+    }
+}

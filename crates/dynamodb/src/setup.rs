@@ -1,0 +1,412 @@
+//! `setup`: give a table the sparse expiry index and (by default) native TTL as a backstop.
+//!
+//! Every step first looks at what is there and only changes what is missing, so running setup
+//! again is a no-op that says so. Conflicts that setup cannot resolve safely (an index of that
+//! name with other keys, native TTL on another attribute) are errors, never silent changes.
+
+use crate::connect::Dynamo;
+use crate::error::AdapterError;
+pub use crate::table::{KeyAttribute, KeyType};
+use crate::table::TableShape;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, CreateGlobalSecondaryIndexAction, GlobalSecondaryIndex,
+    GlobalSecondaryIndexUpdate, KeySchemaElement, KeyType as AwsKeyRole, Projection, ProjectionType,
+    ProvisionedThroughput, ScalarAttributeType, TimeToLiveSpecification, TimeToLiveStatus,
+};
+use precise_ttl_core::TtlLayout;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// The primary key for `--create-table`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateTable {
+    pub partition_key: KeyAttribute,
+    pub sort_key: Option<KeyAttribute>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SetupOptions {
+    /// Create an on-demand table with this key if it does not exist.
+    pub create_table: Option<CreateTable>,
+    /// Enable DynamoDB's own TTL on the TTL attribute as a backstop.
+    pub native_ttl: bool,
+    /// How long to wait for the table and index to become ACTIVE; `None`: do not wait.
+    pub wait: Option<Duration>,
+    /// How often to look while waiting.
+    pub poll_interval: Duration,
+}
+
+impl Default for SetupOptions {
+    fn default() -> Self {
+        SetupOptions {
+            create_table: None,
+            native_ttl: true,
+            wait: Some(Duration::from_secs(3600)),
+            poll_interval: Duration::from_secs(2),
+        }
+    }
+}
+
+/// One thing setup found or did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetupAction {
+    TableCreated,
+    TableAlreadyExists,
+    IndexCreated,
+    IndexAlreadyPresent { projection: String },
+    IndexBuilding { status: String },
+    WaitedForActive { seconds: u64 },
+    NativeTtlEnabled,
+    NativeTtlAlreadyEnabled,
+    NativeTtlLeftAlone,
+}
+
+impl SetupAction {
+    pub fn is_change(&self) -> bool {
+        matches!(
+            self,
+            SetupAction::TableCreated | SetupAction::IndexCreated | SetupAction::NativeTtlEnabled
+        )
+    }
+}
+
+impl fmt::Display for SetupAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SetupAction::TableCreated => f.write_str("created the table (on-demand) with the expiry index"),
+            SetupAction::TableAlreadyExists => f.write_str("table already exists with that key"),
+            SetupAction::IndexCreated => f.write_str("added the expiry index (KEYS_ONLY)"),
+            SetupAction::IndexAlreadyPresent { projection } if projection == "KEYS_ONLY" => {
+                f.write_str("expiry index already present and ACTIVE")
+            }
+            SetupAction::IndexAlreadyPresent { projection } => write!(
+                f,
+                "expiry index already present and ACTIVE (projection {projection}: KEYS_ONLY would store less)"
+            ),
+            SetupAction::IndexBuilding { status } => {
+                write!(f, "expiry index is {status}; not waiting (--no-wait)")
+            }
+            SetupAction::WaitedForActive { seconds } => {
+                write!(f, "waited {seconds} s for the table and index to become ACTIVE")
+            }
+            SetupAction::NativeTtlEnabled => f.write_str("enabled native TTL as a backstop"),
+            SetupAction::NativeTtlAlreadyEnabled => f.write_str("native TTL already enabled on the TTL attribute"),
+            SetupAction::NativeTtlLeftAlone => f.write_str("native TTL left as it is (--no-native-ttl)"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetupReport {
+    pub table: String,
+    pub actions: Vec<SetupAction>,
+}
+
+impl SetupReport {
+    pub fn changed(&self) -> bool {
+        self.actions.iter().any(SetupAction::is_change)
+    }
+}
+
+/// Brings `table` to the layout precise-ttl needs. See the module docs.
+pub async fn setup(
+    dynamo: &Dynamo,
+    table: &str,
+    layout: &TtlLayout,
+    options: &SetupOptions,
+) -> Result<SetupReport, AdapterError> {
+    let mut actions = Vec::new();
+    let started = Instant::now();
+    let shape = match (TableShape::describe(dynamo, table).await?, &options.create_table) {
+        (Some(shape), Some(create)) => {
+            check_key(&shape, create)?;
+            actions.push(SetupAction::TableAlreadyExists);
+            shape
+        }
+        (Some(shape), None) => shape,
+        (None, Some(create)) => {
+            check_names(table, layout, &create.partition_key, create.sort_key.as_ref())?;
+            create_table(dynamo, table, layout, create).await?;
+            actions.push(SetupAction::TableCreated);
+            TableShape::require(dynamo, table).await?
+        }
+        (None, None) => {
+            return Err(AdapterError::TableNotFound {
+                table: table.to_string(),
+                endpoint: dynamo.describe_endpoint(),
+            });
+        }
+    };
+    check_names(table, layout, &shape.partition, shape.sort.as_ref())?;
+    for (attribute, role) in [(&layout.ttl_attribute, "TTL"), (&layout.shard_attribute, "shard")] {
+        if let Some(defined) = shape.attribute_types.get(attribute).filter(|t| *t != "N") {
+            return Err(AdapterError::AttributeType {
+                table: table.to_string(),
+                attribute: attribute.clone(),
+                defined: defined.clone(),
+                role,
+            });
+        }
+    }
+
+    let mut shape = shape;
+    match shape.expiry_index(layout)? {
+        Some(_) => {}
+        None => {
+            if shape.status != "ACTIVE" {
+                shape = wait_active(dynamo, table, layout, options, started, false).await?;
+            }
+            add_index(dynamo, &shape, layout).await?;
+            actions.push(SetupAction::IndexCreated);
+            shape = TableShape::require(dynamo, table).await?;
+        }
+    }
+    let index_status = shape
+        .expiry_index(layout)?
+        .map(|i| (i.status.clone(), i.projection.clone()));
+    match index_status {
+        Some((status, projection)) if status == "ACTIVE" && shape.status == "ACTIVE" => {
+            if !actions.contains(&SetupAction::IndexCreated) && !actions.contains(&SetupAction::TableCreated) {
+                actions.push(SetupAction::IndexAlreadyPresent { projection });
+            }
+        }
+        Some((status, _)) => match options.wait {
+            None => actions.push(SetupAction::IndexBuilding { status }),
+            Some(_) => {
+                wait_active(dynamo, table, layout, options, started, true).await?;
+                actions.push(SetupAction::WaitedForActive {
+                    seconds: started.elapsed().as_secs(),
+                });
+            }
+        },
+        None => unreachable_index(table, layout)?,
+    }
+
+    if options.native_ttl {
+        actions.push(native_ttl(dynamo, table, layout).await?);
+    } else {
+        actions.push(SetupAction::NativeTtlLeftAlone);
+    }
+    Ok(SetupReport {
+        table: table.to_string(),
+        actions,
+    })
+}
+
+fn unreachable_index(table: &str, layout: &TtlLayout) -> Result<(), AdapterError> {
+    // We just created it; DescribeTable not listing it is a store inconsistency worth reporting.
+    Err(AdapterError::IndexMissing {
+        table: table.to_string(),
+        index: layout.index_name.clone(),
+    })
+}
+
+fn check_key(shape: &TableShape, create: &CreateTable) -> Result<(), AdapterError> {
+    let same = shape.partition == create.partition_key && shape.sort == create.sort_key;
+    if same {
+        return Ok(());
+    }
+    let wanted = match &create.sort_key {
+        Some(s) => format!("{} + {}", create.partition_key, s),
+        None => create.partition_key.to_string(),
+    };
+    Err(AdapterError::TableKeyMismatch {
+        table: shape.name.clone(),
+        expected: wanted,
+        found: shape.describe_key(),
+    })
+}
+
+fn check_names(
+    table: &str,
+    layout: &TtlLayout,
+    partition: &KeyAttribute,
+    sort: Option<&KeyAttribute>,
+) -> Result<(), AdapterError> {
+    for key in std::iter::once(partition).chain(sort) {
+        for (attribute, role) in [(&layout.ttl_attribute, "TTL"), (&layout.shard_attribute, "shard")] {
+            if &key.name == attribute {
+                return Err(AdapterError::KeyAttribute {
+                    table: table.to_string(),
+                    attribute: attribute.clone(),
+                    role,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn number_definition(name: &str) -> AttributeDefinition {
+    AttributeDefinition::builder()
+        .attribute_name(name)
+        .attribute_type(ScalarAttributeType::N)
+        .build()
+        .expect("name and type are set")
+}
+
+fn key_element(name: &str, role: AwsKeyRole) -> KeySchemaElement {
+    KeySchemaElement::builder()
+        .attribute_name(name)
+        .key_type(role)
+        .build()
+        .expect("name and role are set")
+}
+
+fn index_keys(layout: &TtlLayout) -> Vec<KeySchemaElement> {
+    vec![
+        key_element(&layout.shard_attribute, AwsKeyRole::Hash),
+        key_element(&layout.ttl_attribute, AwsKeyRole::Range),
+    ]
+}
+
+fn keys_only() -> Projection {
+    Projection::builder().projection_type(ProjectionType::KeysOnly).build()
+}
+
+async fn create_table(
+    dynamo: &Dynamo,
+    table: &str,
+    layout: &TtlLayout,
+    create: &CreateTable,
+) -> Result<(), AdapterError> {
+    let mut definitions = vec![
+        number_definition(&layout.shard_attribute),
+        number_definition(&layout.ttl_attribute),
+    ];
+    let mut keys = Vec::new();
+    for (key, role) in [(Some(&create.partition_key), AwsKeyRole::Hash), (create.sort_key.as_ref(), AwsKeyRole::Range)] {
+        if let Some(key) = key {
+            definitions.push(
+                AttributeDefinition::builder()
+                    .attribute_name(&key.name)
+                    .attribute_type(key.kind.to_aws())
+                    .build()
+                    .expect("name and type are set"),
+            );
+            keys.push(key_element(&key.name, role));
+        }
+    }
+    let index = GlobalSecondaryIndex::builder()
+        .index_name(&layout.index_name)
+        .set_key_schema(Some(index_keys(layout)))
+        .projection(keys_only())
+        .build()
+        .expect("name, keys and projection are set");
+    dynamo
+        .query
+        .create_table()
+        .table_name(table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .set_attribute_definitions(Some(definitions))
+        .set_key_schema(Some(keys))
+        .global_secondary_indexes(index)
+        .send()
+        .await
+        .map_err(|e| AdapterError::from_sdk("CreateTable", &dynamo.describe_endpoint(), e))?;
+    Ok(())
+}
+
+async fn add_index(dynamo: &Dynamo, shape: &TableShape, layout: &TtlLayout) -> Result<(), AdapterError> {
+    let mut create = CreateGlobalSecondaryIndexAction::builder()
+        .index_name(&layout.index_name)
+        .set_key_schema(Some(index_keys(layout)))
+        .projection(keys_only());
+    if let Some((read, write)) = shape.provisioned {
+        // A provisioned table needs capacity for its index; the sweeper's load is mostly
+        // reads of keys and one index write per item write, so mirror the table.
+        create = create.provisioned_throughput(
+            ProvisionedThroughput::builder()
+                .read_capacity_units(read.max(1))
+                .write_capacity_units(write.max(1))
+                .build()
+                .expect("both capacities are set"),
+        );
+    }
+    let create = create.build().expect("name, keys and projection are set");
+    dynamo
+        .query
+        .update_table()
+        .table_name(&shape.name)
+        .attribute_definitions(number_definition(&layout.shard_attribute))
+        .attribute_definitions(number_definition(&layout.ttl_attribute))
+        .global_secondary_index_updates(GlobalSecondaryIndexUpdate::builder().create(create).build())
+        .send()
+        .await
+        .map_err(|e| AdapterError::from_sdk("UpdateTable", &dynamo.describe_endpoint(), e))?;
+    Ok(())
+}
+
+async fn wait_active(
+    dynamo: &Dynamo,
+    table: &str,
+    layout: &TtlLayout,
+    options: &SetupOptions,
+    started: Instant,
+    with_index: bool,
+) -> Result<TableShape, AdapterError> {
+    let limit = options.wait.unwrap_or(Duration::from_secs(3600));
+    loop {
+        let shape = TableShape::require(dynamo, table).await?;
+        let index_ready = !with_index
+            || shape
+                .expiry_index(layout)?
+                .is_some_and(|i| i.status == "ACTIVE");
+        if shape.status == "ACTIVE" && index_ready {
+            return Ok(shape);
+        }
+        if started.elapsed() >= limit {
+            return Err(AdapterError::WaitTimedOut {
+                what: format!("table {table:?} and index {:?} to become ACTIVE", layout.index_name),
+                waited_secs: started.elapsed().as_secs(),
+            });
+        }
+        tracing::info!(table, status = %shape.status, "waiting for the table and index to become ACTIVE");
+        tokio::time::sleep(options.poll_interval).await;
+    }
+}
+
+async fn native_ttl(dynamo: &Dynamo, table: &str, layout: &TtlLayout) -> Result<SetupAction, AdapterError> {
+    let endpoint = dynamo.describe_endpoint();
+    let described = dynamo
+        .query
+        .describe_time_to_live()
+        .table_name(table)
+        .send()
+        .await
+        .map_err(|e| AdapterError::from_sdk("DescribeTimeToLive", &endpoint, e))?;
+    let current = described.time_to_live_description();
+    let status = current.and_then(|d| d.time_to_live_status().cloned());
+    let attribute = current.and_then(|d| d.attribute_name()).map(str::to_string);
+    match status {
+        Some(TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling) => match attribute {
+            Some(a) if a == layout.ttl_attribute => Ok(SetupAction::NativeTtlAlreadyEnabled),
+            other => Err(AdapterError::NativeTtlOnOtherAttribute {
+                table: table.to_string(),
+                enabled: other.unwrap_or_default(),
+                wanted: layout.ttl_attribute.clone(),
+            }),
+        },
+        Some(TimeToLiveStatus::Disabling) => Err(AdapterError::NativeTtlBusy {
+            table: table.to_string(),
+            status: "DISABLING".into(),
+        }),
+        _ => {
+            dynamo
+                .query
+                .update_time_to_live()
+                .table_name(table)
+                .time_to_live_specification(
+                    TimeToLiveSpecification::builder()
+                        .enabled(true)
+                        .attribute_name(&layout.ttl_attribute)
+                        .build()
+                        .expect("enabled and name are set"),
+                )
+                .send()
+                .await
+                .map_err(|e| AdapterError::from_sdk("UpdateTimeToLive", &endpoint, e))?;
+            Ok(SetupAction::NativeTtlEnabled)
+        }
+    }
+}
