@@ -1,1 +1,76 @@
-fn main() {}
+//! The `precise-ttl` binary: parses the command line, sets up logging, runs one command and
+//! turns its outcome into an exit code. The only place that prints errors or exits.
+
+mod args;
+mod demo;
+mod setup_cmd;
+mod sweep_cmd;
+
+use args::{Cli, Command, LogFormat};
+use clap::Parser;
+use precise_ttl_dynamodb::{ConnectOptions, Dynamo};
+use std::process::ExitCode;
+
+/// What a command wants the process to report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Success,
+    /// Finished, but some items could not be deleted; they stay due.
+    Partial,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.global.log_format, cli.global.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(Outcome::Success) => ExitCode::SUCCESS,
+        Ok(Outcome::Partial) => ExitCode::from(3),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<Outcome> {
+    match &cli.command {
+        Command::Setup(args) => setup_cmd::run(&cli.global, args).await,
+        Command::Sweep(args) => sweep_cmd::run(&cli.global, args).await,
+        Command::Demo(args) => demo::run(&cli.global, args).await,
+    }
+}
+
+/// The clients every command shares, built once.
+pub async fn connect(global: &args::Global) -> Dynamo {
+    Dynamo::connect(&ConnectOptions {
+        endpoint_url: global.endpoint_url.clone(),
+        region: global.region.clone(),
+        connect_timeout: global.connect_timeout,
+        attempt_timeout: global.attempt_timeout,
+    })
+    .await
+}
+
+fn init_logging(format: LogFormat, verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        EnvFilter::new(format!("{default},aws_config=warn,aws_smithy_runtime=warn,hyper=warn"))
+    });
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.with_target(false).init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}

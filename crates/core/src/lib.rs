@@ -5,6 +5,7 @@
 //! the one-pass sweep, the benchmark and the tests.
 
 pub mod backoff;
+pub mod duration;
 pub mod error;
 pub mod expiry;
 pub mod layout;
@@ -13,6 +14,7 @@ pub mod shard;
 pub mod time;
 
 pub use backoff::Backoff;
+pub use duration::{DurationError, parse_duration};
 pub use error::ErrorClass;
 pub use expiry::{Expiry, ExpiryError, TtlValue, Verdict};
 pub use layout::{LayoutError, TtlLayout, WriterAttributes};

@@ -72,3 +72,11 @@ pub fn type_name(v: &AttributeValue) -> &'static str {
         _ => "unknown",
     }
 }
+
+/// The writer's two attributes as DynamoDB values, ready to merge into a PutItem or UpdateItem.
+pub fn writer_values(w: &precise_ttl_core::WriterAttributes) -> HashMap<String, AttributeValue> {
+    w.as_numbers()
+        .into_iter()
+        .map(|(name, text)| (name.to_string(), AttributeValue::N(text)))
+        .collect()
+}

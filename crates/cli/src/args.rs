@@ -1,0 +1,219 @@
+//! The command line: every flag, its environment variable and its help text.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use precise_ttl_core::{ShardCount, TtlLayout, parse_duration};
+use precise_ttl_dynamodb::KeyAttribute;
+use std::time::Duration;
+
+const ABOUT: &str = "Precise Time To Live for DynamoDB: deletes expired items within a fraction of a second.";
+
+const LONG_ABOUT: &str = "\
+Precise Time To Live for DynamoDB: deletes expired items within a fraction of a second of their
+expiry, instead of the days native TTL may take.
+
+Writers add two Number attributes to every item that expires: the TTL (epoch seconds, as for native
+TTL) and a shard in 0..SHARDS. A sparse KEYS_ONLY index on (shard, ttl) lists exactly the due
+items, and every delete is conditional on the stored TTL still being due, so an item whose TTL
+was extended or removed meanwhile is never deleted.
+
+Start with:
+  precise-ttl setup --table my-table        # add the index, enable native TTL as a backstop
+  precise-ttl sweep --table my-table        # delete everything that is due now
+
+Every flag can also be set through an environment variable PRECISE_TTL_<FLAG> (for example
+PRECISE_TTL_TABLE). Region, credentials and endpoint also come from the standard AWS
+configuration: AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL.
+
+Exit codes: 0 success, 1 error (nothing or only part was done), 2 bad usage, 3 the sweep finished
+but some deletes kept failing (those items stay due and are retried by the next sweep).";
+
+#[derive(Debug, Parser)]
+#[command(name = "precise-ttl", version, about = ABOUT, long_about = LONG_ABOUT, max_term_width = 100)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct Global {
+    /// The DynamoDB table to work on
+    #[arg(long, env = "PRECISE_TTL_TABLE", global = true)]
+    pub table: Option<String>,
+
+    /// The TTL attribute: a Number of epoch seconds, as for native TTL
+    #[arg(long, env = "PRECISE_TTL_TTL_ATTRIBUTE", default_value = "ttl", global = true)]
+    pub ttl_attribute: String,
+
+    /// The shard attribute writers add next to the TTL: a Number in 0..SHARDS
+    #[arg(long, env = "PRECISE_TTL_SHARD_ATTRIBUTE", default_value = "ttl_shard", global = true)]
+    pub shard_attribute: String,
+
+    /// How many shard values writers spread items over (1 to 1024)
+    #[arg(long, env = "PRECISE_TTL_SHARDS", default_value_t = 16, global = true,
+          value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub shards: u64,
+
+    /// The name of the expiry index (a sparse KEYS_ONLY GSI on shard + TTL)
+    #[arg(long, env = "PRECISE_TTL_INDEX_NAME", default_value = "precise-ttl", global = true)]
+    pub index_name: String,
+
+    /// Send requests here instead of the region's AWS endpoint (e.g. http://localhost:8000 for
+    /// DynamoDB Local). Also read from AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL
+    #[arg(long, env = "PRECISE_TTL_ENDPOINT_URL", global = true)]
+    pub endpoint_url: Option<String>,
+
+    /// The AWS region (default: AWS_REGION, then the profile's region)
+    #[arg(long, env = "PRECISE_TTL_REGION", global = true)]
+    pub region: Option<String>,
+
+    /// Time allowed to open a connection
+    #[arg(long, env = "PRECISE_TTL_CONNECT_TIMEOUT", default_value = "3s", global = true, value_parser = duration)]
+    pub connect_timeout: Duration,
+
+    /// Time allowed for one request attempt; a slower one is retried
+    #[arg(long, env = "PRECISE_TTL_ATTEMPT_TIMEOUT", default_value = "10s", global = true, value_parser = duration)]
+    pub attempt_timeout: Duration,
+
+    /// Log format on standard error
+    #[arg(long, env = "PRECISE_TTL_LOG_FORMAT", default_value = "text", global = true)]
+    pub log_format: LogFormat,
+
+    /// More log output (-v: info, -vv: debug); RUST_LOG overrides
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+}
+
+impl Global {
+    pub fn layout(&self) -> anyhow::Result<TtlLayout> {
+        let shards = ShardCount::new(self.shards)?;
+        Ok(TtlLayout::new(
+            self.ttl_attribute.clone(),
+            self.shard_attribute.clone(),
+            self.index_name.clone(),
+            shards,
+        )?)
+    }
+
+    pub fn table(&self) -> anyhow::Result<&str> {
+        match self.table.as_deref() {
+            Some(t) if !t.is_empty() => Ok(t),
+            _ => anyhow::bail!("no table given: pass --table NAME or set PRECISE_TTL_TABLE"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Add the expiry index to a table (or create the table), and enable native TTL as a backstop
+    #[command(long_about = "\
+Add the expiry index to an existing table and enable native TTL on the TTL attribute as a
+backstop. With --create-table, create a new on-demand table with the index first.
+
+Setup only adds what is missing: run it again and it changes nothing and says so. It stops with
+an error, changing nothing, when an index of that name has other keys, when native TTL is already
+on another attribute, or when the TTL or shard attribute is part of the table's primary key.
+
+Adding an index to a large table makes DynamoDB backfill it, which can take a while: setup waits
+for it (see --wait-timeout, --no-wait).")]
+    Setup(SetupArgs),
+
+    /// Delete every item that is due now, in one pass over all shards
+    #[command(long_about = "\
+Delete every item that is due now, in one pass over all shards: query the expiry index for items
+whose TTL is at or before now (and not more than five years old, as native TTL), following every
+page, and delete each one on the condition that its stored TTL is still a Number that is due.
+An item whose TTL was extended or removed after the query is skipped, never deleted.
+
+Throttling and server errors are retried with exponential backoff and jitter. Prints the counts:
+deleted, skipped (changed since the query), errors.")]
+    Sweep(SweepArgs),
+
+    /// Show the whole thing working on a DynamoDB Local it starts itself
+    #[command(long_about = "\
+Start DynamoDB Local (installing it on first use, unless --endpoint-url is given), create a table
+with the expiry index, write items whose TTLs fall a few seconds ahead plus items that must
+survive (TTL extended just before expiry, no TTL, far future, too old, milliseconds by mistake),
+sweep until the expired ones are gone, and print how late after its TTL each one went.")]
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SetupArgs {
+    /// Create the table (on demand) if it does not exist; needs --partition-key
+    #[arg(long, requires = "partition_key")]
+    pub create_table: bool,
+
+    /// Partition key for --create-table, as NAME[:S|N|B] (S by default)
+    #[arg(long, env = "PRECISE_TTL_PARTITION_KEY", value_name = "NAME[:TYPE]", requires = "create_table")]
+    pub partition_key: Option<KeyAttribute>,
+
+    /// Sort key for --create-table, as NAME[:S|N|B]
+    #[arg(long, env = "PRECISE_TTL_SORT_KEY", value_name = "NAME[:TYPE]", requires = "create_table")]
+    pub sort_key: Option<KeyAttribute>,
+
+    /// Leave native TTL as it is (do not enable it as a backstop)
+    #[arg(long, env = "PRECISE_TTL_NO_NATIVE_TTL")]
+    pub no_native_ttl: bool,
+
+    /// Return once the index is requested, without waiting for DynamoDB to build it
+    #[arg(long, env = "PRECISE_TTL_NO_WAIT")]
+    pub no_wait: bool,
+
+    /// Longest wait for the table and index to become ACTIVE
+    #[arg(long, env = "PRECISE_TTL_WAIT_TIMEOUT", default_value = "1h", value_parser = duration)]
+    pub wait_timeout: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// Deletes in flight at once, across all shards
+    #[arg(long, env = "PRECISE_TTL_CONCURRENCY", default_value_t = 32,
+          value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub concurrency: u64,
+
+    /// Keys read per index query; bounds memory per shard
+    #[arg(long, env = "PRECISE_TTL_PAGE_SIZE", default_value_t = 500,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub page_size: u32,
+
+    /// Shards read at the same time
+    #[arg(long, env = "PRECISE_TTL_SHARD_PARALLELISM", default_value_t = 4,
+          value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub shard_parallelism: u64,
+
+    /// Attempts per call before an item is counted as an error (throttling and 5xx are retried)
+    #[arg(long, env = "PRECISE_TTL_MAX_ATTEMPTS", default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub max_attempts: u32,
+
+    /// Print the report as JSON on standard output
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Items that expire during the demo
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub items: u64,
+
+    /// Their TTLs are spread over this long, starting two seconds ahead
+    #[arg(long, default_value = "5s", value_parser = duration)]
+    pub spread: Duration,
+
+    /// Pause between sweep passes
+    #[arg(long, default_value = "100ms", value_parser = duration)]
+    pub interval: Duration,
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| e.to_string())
+}

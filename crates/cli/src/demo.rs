@@ -1,0 +1,223 @@
+//! `precise-ttl demo`: the whole loop on a DynamoDB Local it starts itself.
+
+use crate::Outcome;
+use crate::args::{DemoArgs, Global};
+use anyhow::Context;
+use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use precise_ttl_core::{Expiry, TtlLayout};
+use precise_ttl_dynamodb::item::writer_values;
+use precise_ttl_dynamodb::{CreateTable, Dynamo, DynamoDbLocal, DynamoStore, ItemKey, KeyAttribute, KeyType, SetupOptions, setup};
+use precise_ttl_engine::{Clock, Observer, SweepConfig, Sweeper, SystemClock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Collects every deletion with its lag, as the sweeper reports it.
+#[derive(Default)]
+struct Deletions(Mutex<Vec<(String, i64)>>);
+
+impl Observer<ItemKey> for Deletions {
+    fn deleted(&self, key: &ItemKey, expiry: Expiry, at: precise_ttl_core::Timestamp) {
+        let lag = at.millis_since(expiry.at());
+        let name = key.partition_text().trim_matches('"').to_string();
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push((name, lag));
+    }
+}
+
+/// Items that must still be there at the end, and why.
+const SURVIVORS: &[(&str, &str)] = &[
+    ("extended", "TTL extended by a writer one second before it was due"),
+    ("no-ttl", "no TTL attribute"),
+    ("far-future", "expires in an hour"),
+    ("too-old", "TTL six years ago: native TTL ignores it, so do we"),
+    ("milliseconds", "TTL written in milliseconds by mistake (far future in seconds)"),
+];
+
+pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
+    let layout = global.layout()?;
+    let mut _local = None;
+    let dynamo = match &global.endpoint_url {
+        Some(_) => crate::connect(global).await,
+        None => {
+            println!("starting DynamoDB Local (installed into .cache/ on first use)...");
+            let started = Instant::now();
+            let local = tokio::task::spawn_blocking(DynamoDbLocal::start).await??;
+            println!("  running at {} after {:.1} s", local.endpoint(), started.elapsed().as_secs_f64());
+            let dynamo = Dynamo::local(local.endpoint());
+            _local = Some(local);
+            dynamo
+        }
+    };
+    let table = global
+        .table
+        .clone()
+        .unwrap_or_else(|| format!("precise-ttl-demo-{:08x}", fastrand::u32(..)));
+
+    // Native TTL stays off here: DynamoDB Local would start deleting too, and the demo is
+    // about what precise-ttl deletes. In production `setup` enables it as a backstop.
+    let report = setup::setup(
+        &dynamo,
+        &table,
+        &layout,
+        &SetupOptions {
+            create_table: Some(CreateTable {
+                partition_key: KeyAttribute {
+                    name: "pk".into(),
+                    kind: KeyType::S,
+                },
+                sort_key: None,
+            }),
+            native_ttl: false,
+            poll_interval: Duration::from_millis(100),
+            ..SetupOptions::default()
+        },
+    )
+    .await?;
+    println!("table {table:?}: {}", report.actions.iter().map(|a| a.to_string()).collect::<Vec<_>>().join("; "));
+
+    let clock = SystemClock;
+    let t0 = clock.now();
+    let first = Duration::from_secs(2);
+    let n = args.items;
+    let mut items = Vec::new();
+    for i in 0..n {
+        let offset = first + args.spread.mul_f64(i as f64 / n as f64) + Duration::from_millis(fastrand::u64(..7));
+        items.push(item(&layout, &format!("item-{i:05}"), Some(t0.saturating_add(offset).to_epoch_seconds_text())));
+    }
+    items.push(item(&layout, "extended", Some(t0.saturating_add(Duration::from_secs(3)).to_epoch_seconds_text())));
+    items.push(item(&layout, "far-future", Some(t0.saturating_add(Duration::from_secs(3600)).to_epoch_seconds_text())));
+    items.push(item(&layout, "too-old", Some(t0.saturating_sub(Duration::from_secs(6 * 365 * 86_400)).to_epoch_seconds_text())));
+    items.push(item(&layout, "milliseconds", Some(t0.as_millis().to_string())));
+    items.push(item(&layout, "no-ttl", None));
+    write_items(&dynamo, &table, items).await?;
+    println!(
+        "wrote {n} items expiring {:.0}–{:.0} s from now, and {} that must survive",
+        first.as_secs_f64(),
+        (first + args.spread).as_secs_f64(),
+        SURVIVORS.len()
+    );
+
+    // A writer extends one item's TTL one second before it is due.
+    let extender = {
+        let dynamo = dynamo.clone();
+        let table = table.clone();
+        let ttl = layout.ttl_attribute.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let later = SystemClock.now().saturating_add(Duration::from_secs(3600));
+            dynamo
+                .write
+                .update_item()
+                .table_name(&table)
+                .key("pk", AttributeValue::S("extended".into()))
+                .update_expression("SET #t = :t")
+                .expression_attribute_names("#t", ttl)
+                .expression_attribute_values(":t", AttributeValue::N(later.to_epoch_seconds_text()))
+                .send()
+                .await
+        })
+    };
+
+    let store = DynamoStore::open(dynamo.clone(), &table, layout.clone()).await?;
+    let deletions = Arc::new(Deletions::default());
+    let sweeper = Sweeper::new(Arc::new(store), Arc::new(SystemClock), SweepConfig::new(layout.shards))
+        .with_observer(deletions.clone());
+    let deadline = Instant::now() + first + args.spread + Duration::from_secs(15);
+    let mut printed = 0;
+    let mut skipped = 0;
+    loop {
+        let pass = sweeper.sweep_once().await?;
+        skipped += pass.skipped;
+        let done = deletions.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if done.len() > printed {
+            let batch = &done[printed..];
+            let lags: Vec<i64> = batch.iter().map(|(_, l)| *l).collect();
+            let now = SystemClock.now().millis_since(t0) as f64 / 1000.0;
+            if batch.len() <= 3 {
+                for (key, lag) in batch {
+                    println!("  t+{now:5.2}s  deleted {key:<14} {lag:>4} ms after its TTL");
+                }
+            } else {
+                println!(
+                    "  t+{now:5.2}s  deleted {:>4} items, {} to {} ms after their TTLs",
+                    batch.len(),
+                    lags.iter().min().unwrap_or(&0),
+                    lags.iter().max().unwrap_or(&0)
+                );
+            }
+            printed = done.len();
+        }
+        if printed as u64 >= n || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(args.interval).await;
+    }
+    extender.await?.context("extending the TTL of item \"extended\"")?;
+
+    let mut lags: Vec<i64> = deletions.0.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(_, l)| *l).collect();
+    lags.sort_unstable();
+    let pct = |p: f64| lags.get(((lags.len() as f64 * p).ceil() as usize).saturating_sub(1)).copied().unwrap_or(0);
+    println!();
+    println!("deleted {} of {n} expired items; skipped {skipped} changed", lags.len());
+    println!(
+        "lag after TTL (sweep passes every {} ms): p50 {} ms, p90 {} ms, p99 {} ms, max {} ms",
+        args.interval.as_millis(),
+        pct(0.5),
+        pct(0.9),
+        pct(0.99),
+        lags.last().copied().unwrap_or(0)
+    );
+    let mut all_kept = true;
+    for (key, why) in SURVIVORS {
+        let found = dynamo
+            .query
+            .get_item()
+            .table_name(&table)
+            .key("pk", AttributeValue::S((*key).into()))
+            .consistent_read(true)
+            .send()
+            .await?
+            .item
+            .is_some();
+        all_kept &= found;
+        println!("  {} {key:<13} {why}", if found { "kept   " } else { "DELETED" });
+    }
+    if global.table.is_none() {
+        dynamo.query.delete_table().table_name(&table).send().await.ok();
+    }
+    if lags.len() as u64 != n || !all_kept {
+        anyhow::bail!("the demo did not end as expected (see above)");
+    }
+    Ok(Outcome::Success)
+}
+
+fn item(layout: &TtlLayout, pk: &str, ttl: Option<String>) -> HashMap<String, AttributeValue> {
+    let mut item = HashMap::from([("pk".to_string(), AttributeValue::S(pk.to_string()))]);
+    if let Some(ttl) = ttl {
+        let expiry = Expiry::parse_number(&ttl).expect("the demo writes valid numbers");
+        item.extend(writer_values(&layout.writer_attributes(pk.as_bytes(), expiry.at())));
+        // The writer API works in milliseconds; keep the demo's odd values exactly as written.
+        item.insert(layout.ttl_attribute.clone(), AttributeValue::N(ttl));
+    }
+    item
+}
+
+async fn write_items(dynamo: &Dynamo, table: &str, items: Vec<HashMap<String, AttributeValue>>) -> anyhow::Result<()> {
+    for chunk in items.chunks(25) {
+        let mut requests: Vec<WriteRequest> = chunk
+            .iter()
+            .map(|i| WriteRequest::builder().put_request(PutRequest::builder().set_item(Some(i.clone())).build().expect("item is set")).build())
+            .collect();
+        while !requests.is_empty() {
+            let out = dynamo
+                .write
+                .batch_write_item()
+                .request_items(table, requests)
+                .send()
+                .await
+                .context("writing the demo items")?;
+            requests = out.unprocessed_items.and_then(|mut u| u.remove(table)).unwrap_or_default();
+        }
+    }
+    Ok(())
+}
