@@ -5,7 +5,8 @@ use precise_ttl_core::{ShardCount, TtlLayout, parse_duration};
 use precise_ttl_dynamodb::KeyAttribute;
 use std::time::Duration;
 
-const ABOUT: &str = "Precise Time To Live for DynamoDB: deletes expired items within a fraction of a second.";
+const ABOUT: &str =
+    "Precise Time To Live for DynamoDB: deletes expired items within a fraction of a second.";
 
 const LONG_ABOUT: &str = "\
 Precise Time To Live for DynamoDB: deletes expired items within a fraction of a second of their
@@ -43,11 +44,21 @@ pub struct Global {
     pub table: Option<String>,
 
     /// The TTL attribute: a Number of epoch seconds, as for native TTL
-    #[arg(long, env = "PRECISE_TTL_TTL_ATTRIBUTE", default_value = "ttl", global = true)]
+    #[arg(
+        long,
+        env = "PRECISE_TTL_TTL_ATTRIBUTE",
+        default_value = "ttl",
+        global = true
+    )]
     pub ttl_attribute: String,
 
     /// The shard attribute writers add next to the TTL: a Number in 0..SHARDS
-    #[arg(long, env = "PRECISE_TTL_SHARD_ATTRIBUTE", default_value = "ttl_shard", global = true)]
+    #[arg(
+        long,
+        env = "PRECISE_TTL_SHARD_ATTRIBUTE",
+        default_value = "ttl_shard",
+        global = true
+    )]
     pub shard_attribute: String,
 
     /// How many shard values writers spread items over (1 to 1024)
@@ -56,7 +67,12 @@ pub struct Global {
     pub shards: u64,
 
     /// The name of the expiry index (a sparse KEYS_ONLY GSI on shard + TTL)
-    #[arg(long, env = "PRECISE_TTL_INDEX_NAME", default_value = "precise-ttl", global = true)]
+    #[arg(
+        long,
+        env = "PRECISE_TTL_INDEX_NAME",
+        default_value = "precise-ttl",
+        global = true
+    )]
     pub index_name: String,
 
     /// Send requests here instead of the region's AWS endpoint (e.g. http://localhost:8000 for
@@ -77,7 +93,12 @@ pub struct Global {
     pub attempt_timeout: Duration,
 
     /// Log format on standard error
-    #[arg(long, env = "PRECISE_TTL_LOG_FORMAT", default_value = "text", global = true)]
+    #[arg(
+        long,
+        env = "PRECISE_TTL_LOG_FORMAT",
+        default_value = "text",
+        global = true
+    )]
     pub log_format: LogFormat,
 
     /// More log output (-v: info, -vv: debug); RUST_LOG overrides
@@ -152,11 +173,21 @@ pub struct SetupArgs {
     pub create_table: bool,
 
     /// Partition key for --create-table, as NAME[:S|N|B] (S by default)
-    #[arg(long, env = "PRECISE_TTL_PARTITION_KEY", value_name = "NAME[:TYPE]", requires = "create_table")]
+    #[arg(
+        long,
+        env = "PRECISE_TTL_PARTITION_KEY",
+        value_name = "NAME[:TYPE]",
+        requires = "create_table"
+    )]
     pub partition_key: Option<KeyAttribute>,
 
     /// Sort key for --create-table, as NAME[:S|N|B]
-    #[arg(long, env = "PRECISE_TTL_SORT_KEY", value_name = "NAME[:TYPE]", requires = "create_table")]
+    #[arg(
+        long,
+        env = "PRECISE_TTL_SORT_KEY",
+        value_name = "NAME[:TYPE]",
+        requires = "create_table"
+    )]
     pub sort_key: Option<KeyAttribute>,
 
     /// Leave native TTL as it is (do not enable it as a backstop)

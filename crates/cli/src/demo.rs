@@ -6,7 +6,10 @@ use anyhow::Context;
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use precise_ttl_core::{Expiry, TtlLayout};
 use precise_ttl_dynamodb::item::writer_values;
-use precise_ttl_dynamodb::{CreateTable, Dynamo, DynamoDbLocal, DynamoStore, ItemKey, KeyAttribute, KeyType, SetupOptions, setup};
+use precise_ttl_dynamodb::{
+    CreateTable, Dynamo, DynamoDbLocal, DynamoStore, ItemKey, KeyAttribute, KeyType, SetupOptions,
+    setup,
+};
 use precise_ttl_engine::{Clock, Observer, SweepConfig, Sweeper, SystemClock};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,17 +23,29 @@ impl Observer<ItemKey> for Deletions {
     fn deleted(&self, key: &ItemKey, expiry: Expiry, at: precise_ttl_core::Timestamp) {
         let lag = at.millis_since(expiry.at());
         let name = key.partition_text().trim_matches('"').to_string();
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).push((name, lag));
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((name, lag));
     }
 }
 
 /// Items that must still be there at the end, and why.
 const SURVIVORS: &[(&str, &str)] = &[
-    ("extended", "TTL extended by a writer one second before it was due"),
+    (
+        "extended",
+        "TTL extended by a writer one second before it was due",
+    ),
     ("no-ttl", "no TTL attribute"),
     ("far-future", "expires in an hour"),
-    ("too-old", "TTL six years ago: native TTL ignores it, so do we"),
-    ("milliseconds", "TTL written in milliseconds by mistake (far future in seconds)"),
+    (
+        "too-old",
+        "TTL six years ago: native TTL ignores it, so do we",
+    ),
+    (
+        "milliseconds",
+        "TTL written in milliseconds by mistake (far future in seconds)",
+    ),
 ];
 
 pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
@@ -42,7 +57,11 @@ pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
             println!("starting DynamoDB Local (installed into .cache/ on first use)...");
             let started = Instant::now();
             let local = tokio::task::spawn_blocking(DynamoDbLocal::start).await??;
-            println!("  running at {} after {:.1} s", local.endpoint(), started.elapsed().as_secs_f64());
+            println!(
+                "  running at {} after {:.1} s",
+                local.endpoint(),
+                started.elapsed().as_secs_f64()
+            );
             let dynamo = Dynamo::local(local.endpoint());
             _local = Some(local);
             dynamo
@@ -73,7 +92,15 @@ pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
         },
     )
     .await?;
-    println!("table {table:?}: {}", report.actions.iter().map(|a| a.to_string()).collect::<Vec<_>>().join("; "));
+    println!(
+        "table {table:?}: {}",
+        report
+            .actions
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
 
     let clock = SystemClock;
     let t0 = clock.now();
@@ -81,13 +108,44 @@ pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
     let n = args.items;
     let mut items = Vec::new();
     for i in 0..n {
-        let offset = first + args.spread.mul_f64(i as f64 / n as f64) + Duration::from_millis(fastrand::u64(..7));
-        items.push(item(&layout, &format!("item-{i:05}"), Some(t0.saturating_add(offset).to_epoch_seconds_text())));
+        let offset = first
+            + args.spread.mul_f64(i as f64 / n as f64)
+            + Duration::from_millis(fastrand::u64(..7));
+        items.push(item(
+            &layout,
+            &format!("item-{i:05}"),
+            Some(t0.saturating_add(offset).to_epoch_seconds_text()),
+        ));
     }
-    items.push(item(&layout, "extended", Some(t0.saturating_add(Duration::from_secs(3)).to_epoch_seconds_text())));
-    items.push(item(&layout, "far-future", Some(t0.saturating_add(Duration::from_secs(3600)).to_epoch_seconds_text())));
-    items.push(item(&layout, "too-old", Some(t0.saturating_sub(Duration::from_secs(6 * 365 * 86_400)).to_epoch_seconds_text())));
-    items.push(item(&layout, "milliseconds", Some(t0.as_millis().to_string())));
+    items.push(item(
+        &layout,
+        "extended",
+        Some(
+            t0.saturating_add(Duration::from_secs(3))
+                .to_epoch_seconds_text(),
+        ),
+    ));
+    items.push(item(
+        &layout,
+        "far-future",
+        Some(
+            t0.saturating_add(Duration::from_secs(3600))
+                .to_epoch_seconds_text(),
+        ),
+    ));
+    items.push(item(
+        &layout,
+        "too-old",
+        Some(
+            t0.saturating_sub(Duration::from_secs(6 * 365 * 86_400))
+                .to_epoch_seconds_text(),
+        ),
+    ));
+    items.push(item(
+        &layout,
+        "milliseconds",
+        Some(t0.as_millis().to_string()),
+    ));
     items.push(item(&layout, "no-ttl", None));
     write_items(&dynamo, &table, items).await?;
     println!(
@@ -120,15 +178,23 @@ pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
 
     let store = DynamoStore::open(dynamo.clone(), &table, layout.clone()).await?;
     let deletions = Arc::new(Deletions::default());
-    let sweeper = Sweeper::new(Arc::new(store), Arc::new(SystemClock), SweepConfig::new(layout.shards))
-        .with_observer(deletions.clone());
+    let sweeper = Sweeper::new(
+        Arc::new(store),
+        Arc::new(SystemClock),
+        SweepConfig::new(layout.shards),
+    )
+    .with_observer(deletions.clone());
     let deadline = Instant::now() + first + args.spread + Duration::from_secs(15);
     let mut printed = 0;
     let mut skipped = 0;
     loop {
         let pass = sweeper.sweep_once().await?;
         skipped += pass.skipped;
-        let done = deletions.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let done = deletions
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         if done.len() > printed {
             let batch = &done[printed..];
             let lags: Vec<i64> = batch.iter().map(|(_, l)| *l).collect();
@@ -152,13 +218,28 @@ pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
         }
         tokio::time::sleep(args.interval).await;
     }
-    extender.await?.context("extending the TTL of item \"extended\"")?;
+    extender
+        .await?
+        .context("extending the TTL of item \"extended\"")?;
 
-    let mut lags: Vec<i64> = deletions.0.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(_, l)| *l).collect();
+    let mut lags: Vec<i64> = deletions
+        .0
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .map(|(_, l)| *l)
+        .collect();
     lags.sort_unstable();
-    let pct = |p: f64| lags.get(((lags.len() as f64 * p).ceil() as usize).saturating_sub(1)).copied().unwrap_or(0);
+    let pct = |p: f64| {
+        lags.get(((lags.len() as f64 * p).ceil() as usize).saturating_sub(1))
+            .copied()
+            .unwrap_or(0)
+    };
     println!();
-    println!("deleted {} of {n} expired items; skipped {skipped} changed", lags.len());
+    println!(
+        "deleted {} of {n} expired items; skipped {skipped} changed",
+        lags.len()
+    );
     println!(
         "lag after TTL (sweep passes every {} ms): p50 {} ms, p90 {} ms, p99 {} ms, max {} ms",
         args.interval.as_millis(),
@@ -180,10 +261,19 @@ pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
             .item
             .is_some();
         all_kept &= found;
-        println!("  {} {key:<13} {why}", if found { "kept   " } else { "DELETED" });
+        println!(
+            "  {} {key:<13} {why}",
+            if found { "kept   " } else { "DELETED" }
+        );
     }
     if global.table.is_none() {
-        dynamo.query.delete_table().table_name(&table).send().await.ok();
+        dynamo
+            .query
+            .delete_table()
+            .table_name(&table)
+            .send()
+            .await
+            .ok();
     }
     if lags.len() as u64 != n || !all_kept {
         anyhow::bail!("the demo did not end as expected (see above)");
@@ -195,18 +285,33 @@ fn item(layout: &TtlLayout, pk: &str, ttl: Option<String>) -> HashMap<String, At
     let mut item = HashMap::from([("pk".to_string(), AttributeValue::S(pk.to_string()))]);
     if let Some(ttl) = ttl {
         let expiry = Expiry::parse_number(&ttl).expect("the demo writes valid numbers");
-        item.extend(writer_values(&layout.writer_attributes(pk.as_bytes(), expiry.at())));
+        item.extend(writer_values(
+            &layout.writer_attributes(pk.as_bytes(), expiry.at()),
+        ));
         // The writer API works in milliseconds; keep the demo's odd values exactly as written.
         item.insert(layout.ttl_attribute.clone(), AttributeValue::N(ttl));
     }
     item
 }
 
-async fn write_items(dynamo: &Dynamo, table: &str, items: Vec<HashMap<String, AttributeValue>>) -> anyhow::Result<()> {
+async fn write_items(
+    dynamo: &Dynamo,
+    table: &str,
+    items: Vec<HashMap<String, AttributeValue>>,
+) -> anyhow::Result<()> {
     for chunk in items.chunks(25) {
         let mut requests: Vec<WriteRequest> = chunk
             .iter()
-            .map(|i| WriteRequest::builder().put_request(PutRequest::builder().set_item(Some(i.clone())).build().expect("item is set")).build())
+            .map(|i| {
+                WriteRequest::builder()
+                    .put_request(
+                        PutRequest::builder()
+                            .set_item(Some(i.clone()))
+                            .build()
+                            .expect("item is set"),
+                    )
+                    .build()
+            })
             .collect();
         while !requests.is_empty() {
             let out = dynamo
@@ -216,7 +321,10 @@ async fn write_items(dynamo: &Dynamo, table: &str, items: Vec<HashMap<String, At
                 .send()
                 .await
                 .context("writing the demo items")?;
-            requests = out.unprocessed_items.and_then(|mut u| u.remove(table)).unwrap_or_default();
+            requests = out
+                .unprocessed_items
+                .and_then(|mut u| u.remove(table))
+                .unwrap_or_default();
         }
     }
     Ok(())

@@ -22,7 +22,10 @@ pub enum Outcome {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.global.log_format, cli.global.verbose);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -66,9 +69,13 @@ fn init_logging(format: LogFormat, verbose: u8) {
         _ => "debug",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        EnvFilter::new(format!("{default},aws_config=warn,aws_smithy_runtime=warn,hyper=warn"))
+        EnvFilter::new(format!(
+            "{default},aws_config=warn,aws_smithy_runtime=warn,hyper=warn"
+        ))
     });
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.with_target(false).init(),
         LogFormat::Json => builder.json().init(),

@@ -25,7 +25,10 @@ pub async fn run(global: &Global, args: &SetupArgs) -> anyhow::Result<Outcome> {
         println!("  {action}");
     }
     if report.changed() {
-        println!("table {table:?} is ready for precise-ttl (index {:?}).", layout.index_name);
+        println!(
+            "table {table:?} is ready for precise-ttl (index {:?}).",
+            layout.index_name
+        );
     } else {
         println!("table {table:?} was already set up: nothing changed.");
     }

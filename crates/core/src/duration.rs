@@ -16,13 +16,17 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let mut total = Duration::ZERO;
     let mut rest = s;
     while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(rest.len());
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(rest.len());
         if digits == 0 {
             return Err(bad());
         }
         let value: f64 = rest[..digits].parse().map_err(|_| bad())?;
         rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let unit = match &rest[..unit_len] {
             "ms" => 0.001,
             "s" => 1.0,

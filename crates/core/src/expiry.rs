@@ -76,8 +76,14 @@ impl Expiry {
                 return Ok(Expiry(saturated));
             }
             let mut v: i64 = 0;
-            for b in digits.bytes().chain(std::iter::repeat_n(b'0', scale as usize)) {
-                match v.checked_mul(10).and_then(|v| v.checked_add(i64::from(b - b'0'))) {
+            for b in digits
+                .bytes()
+                .chain(std::iter::repeat_n(b'0', scale as usize))
+            {
+                match v
+                    .checked_mul(10)
+                    .and_then(|v| v.checked_add(i64::from(b - b'0')))
+                {
                     Some(n) => v = n,
                     None => return Ok(Expiry(saturated)),
                 }
@@ -92,7 +98,10 @@ impl Expiry {
             let (head, tail) = digits.split_at(keep);
             let mut v: i64 = 0;
             for b in head.bytes() {
-                match v.checked_mul(10).and_then(|v| v.checked_add(i64::from(b - b'0'))) {
+                match v
+                    .checked_mul(10)
+                    .and_then(|v| v.checked_add(i64::from(b - b'0')))
+                {
                     Some(n) => v = n,
                     None => return Ok(Expiry(saturated)),
                 }
@@ -188,7 +197,9 @@ mod tests {
         assert_eq!(ms("-1e300"), i64::MIN);
         assert_eq!(ms("1e-300"), 1);
         assert_eq!(ms("99999999999999999999999999999999999999"), i64::MAX);
-        for bad in ["", "-", "abc", "1..2", "1e", "1e1.5", "0x10", ".", "1 2", "NaN", "inf"] {
+        for bad in [
+            "", "-", "abc", "1..2", "1e", "1e1.5", "0x10", ".", "1 2", "NaN", "inf",
+        ] {
             assert!(Expiry::parse_number(bad).is_err(), "{bad:?}");
         }
     }
@@ -199,9 +210,15 @@ mod tests {
         let v = |t: &TtlValue| Verdict::of(t, now);
         assert!(v(&TtlValue::Number("1800000000")).is_due());
         assert!(v(&TtlValue::Number("1799999999.999")).is_due());
-        assert!(matches!(v(&TtlValue::Number("1800000000.0001")), Verdict::NotYetDue(_)));
+        assert!(matches!(
+            v(&TtlValue::Number("1800000000.0001")),
+            Verdict::NotYetDue(_)
+        ));
         // Milliseconds by mistake: far in the future, never due.
-        assert!(matches!(v(&TtlValue::Number("1799999999000")), Verdict::NotYetDue(_)));
+        assert!(matches!(
+            v(&TtlValue::Number("1799999999000")),
+            Verdict::NotYetDue(_)
+        ));
         assert!(matches!(v(&TtlValue::Number("-5")), Verdict::TooOld(_)));
         assert!(matches!(v(&TtlValue::Number("100")), Verdict::TooOld(_)));
         assert_eq!(v(&TtlValue::Other("S")), Verdict::NotANumber);
@@ -210,7 +227,10 @@ mod tests {
         let edge = now.saturating_sub(NATIVE_TTL_MAX_AGE);
         assert!(Verdict::of_expiry(Expiry::at_instant(edge), now).is_due());
         let older = Timestamp::from_millis(edge.as_millis() - 1);
-        assert!(matches!(Verdict::of_expiry(Expiry::at_instant(older), now), Verdict::TooOld(_)));
+        assert!(matches!(
+            Verdict::of_expiry(Expiry::at_instant(older), now),
+            Verdict::TooOld(_)
+        ));
     }
 
     proptest! {

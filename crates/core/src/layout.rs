@@ -30,7 +30,9 @@ pub enum LayoutError {
         name: String,
         max: usize,
     },
-    #[error("the index name {0:?} may only contain letters, digits, '_', '-' and '.', 3 to 255 of them")]
+    #[error(
+        "the index name {0:?} may only contain letters, digits, '_', '-' and '.', 3 to 255 of them"
+    )]
     BadIndexName(String),
     #[error("the TTL attribute and the shard attribute must differ (both are {0:?})")]
     SameAttribute(String),
@@ -81,7 +83,11 @@ impl TtlLayout {
 
     /// The attributes a writer sets on an item whose partition key is `partition_key` (as bytes,
     /// see [`ShardCount::shard_for_key`]) and that expires at `expires_at`.
-    pub fn writer_attributes(&self, partition_key: &[u8], expires_at: Timestamp) -> WriterAttributes {
+    pub fn writer_attributes(
+        &self,
+        partition_key: &[u8],
+        expires_at: Timestamp,
+    ) -> WriterAttributes {
         WriterAttributes {
             ttl_attribute: self.ttl_attribute.clone(),
             ttl: Expiry::at_instant(expires_at),
@@ -129,10 +135,22 @@ mod tests {
     fn validates_names() {
         let s = ShardCount::new(4).unwrap();
         assert!(TtlLayout::new("ttl", "ttl_shard", "precise-ttl", s).is_ok());
-        assert!(matches!(TtlLayout::new("", "x", "idx", s), Err(LayoutError::Empty { .. })));
-        assert!(matches!(TtlLayout::new("a", "a", "idx", s), Err(LayoutError::SameAttribute(_))));
-        assert!(matches!(TtlLayout::new("a", "b", "no spaces", s), Err(LayoutError::BadIndexName(_))));
-        assert!(matches!(TtlLayout::new("a", "b", "ab", s), Err(LayoutError::BadIndexName(_))));
+        assert!(matches!(
+            TtlLayout::new("", "x", "idx", s),
+            Err(LayoutError::Empty { .. })
+        ));
+        assert!(matches!(
+            TtlLayout::new("a", "a", "idx", s),
+            Err(LayoutError::SameAttribute(_))
+        ));
+        assert!(matches!(
+            TtlLayout::new("a", "b", "no spaces", s),
+            Err(LayoutError::BadIndexName(_))
+        ));
+        assert!(matches!(
+            TtlLayout::new("a", "b", "ab", s),
+            Err(LayoutError::BadIndexName(_))
+        ));
     }
 
     #[test]
@@ -141,7 +159,10 @@ mod tests {
         let w = l.writer_attributes(b"user#42", Timestamp::from_millis(1_800_000_000_250));
         assert_eq!(
             w.as_numbers(),
-            [("ttl", "1800000000.25".to_string()), ("ttl_shard", "12".to_string())]
+            [
+                ("ttl", "1800000000.25".to_string()),
+                ("ttl_shard", "12".to_string())
+            ]
         );
     }
 }

@@ -54,7 +54,10 @@ mod tests {
             assert!(w.contains(t));
             assert!(crate::Verdict::of_expiry(crate::Expiry::at_instant(t), now).is_due());
         }
-        for t in [now.saturating_add(std::time::Duration::from_millis(1)), Timestamp::from_secs(0)] {
+        for t in [
+            now.saturating_add(std::time::Duration::from_millis(1)),
+            Timestamp::from_secs(0),
+        ] {
             assert!(!w.contains(t));
             assert!(!crate::Verdict::of_expiry(crate::Expiry::at_instant(t), now).is_due());
         }

@@ -63,7 +63,7 @@ impl ShardCount {
 
     /// A uniformly spread shard from a random draw (any `u32`), for writers that prefer random.
     pub fn shard_from_random(self, draw: u32) -> Shard {
-        Shard((u64::from(draw) * u64::from(self.0) >> 32) as u16)
+        Shard(((u64::from(draw) * u64::from(self.0)) >> 32) as u16)
     }
 }
 
@@ -94,7 +94,10 @@ mod tests {
         for i in 0..16_000 {
             counts[s.shard_for_key(format!("item-{i}").as_bytes()).0 as usize] += 1;
         }
-        assert!(counts.iter().all(|&c| (800..1200).contains(&c)), "{counts:?}");
+        assert!(
+            counts.iter().all(|&c| (800..1200).contains(&c)),
+            "{counts:?}"
+        );
         assert_eq!(s.shard_from_random(0), Shard(0));
         assert_eq!(s.shard_from_random(u32::MAX), Shard(15));
     }

@@ -43,11 +43,17 @@ impl Timestamp {
     }
 
     pub fn saturating_add(self, d: Duration) -> Self {
-        Timestamp(self.0.saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)))
+        Timestamp(
+            self.0
+                .saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        )
     }
 
     pub fn saturating_sub(self, d: Duration) -> Self {
-        Timestamp(self.0.saturating_sub(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)))
+        Timestamp(
+            self.0
+                .saturating_sub(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        )
     }
 
     /// `self - earlier` as a signed number of milliseconds.
@@ -94,13 +100,27 @@ mod tests {
 
     #[test]
     fn epoch_seconds_text_round_trips_through_the_parser() {
-        for ms in [0, 1, 999, 1000, 1500, -1, -999, -1000, -1500, 1_795_312_440_123] {
+        for ms in [
+            0,
+            1,
+            999,
+            1000,
+            1500,
+            -1,
+            -999,
+            -1000,
+            -1500,
+            1_795_312_440_123,
+        ] {
             let text = Timestamp::from_millis(ms).to_epoch_seconds_text();
             let back = crate::Expiry::parse_number(&text).unwrap();
             assert_eq!(back.at(), Timestamp::from_millis(ms), "{text}");
         }
         assert_eq!(Timestamp::from_millis(1500).to_epoch_seconds_text(), "1.5");
-        assert_eq!(Timestamp::from_millis(-250).to_epoch_seconds_text(), "-0.25");
+        assert_eq!(
+            Timestamp::from_millis(-250).to_epoch_seconds_text(),
+            "-0.25"
+        );
         assert_eq!(Timestamp::from_millis(-2000).to_epoch_seconds_text(), "-2");
     }
 }

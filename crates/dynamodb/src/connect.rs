@@ -105,7 +105,10 @@ impl Dynamo {
             Some(url) => url.clone(),
             None => {
                 let region = self.query.config().region().map(|r| r.to_string());
-                format!("DynamoDB in region {}", region.as_deref().unwrap_or("(none set)"))
+                format!(
+                    "DynamoDB in region {}",
+                    region.as_deref().unwrap_or("(none set)")
+                )
             }
         }
     }
@@ -116,9 +119,13 @@ fn local_credentials() -> Credentials {
 }
 
 fn has_explicit_credentials() -> bool {
-    ["AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE"]
-        .iter()
-        .any(|v| std::env::var_os(v).is_some())
+    [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_PROFILE",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+    ]
+    .iter()
+    .any(|v| std::env::var_os(v).is_some())
 }
 
 fn is_loopback(url: &str) -> bool {
@@ -136,10 +143,19 @@ fn is_loopback(url: &str) -> bool {
 mod tests {
     #[test]
     fn loopback_urls() {
-        for u in ["http://localhost:8000", "http://127.0.0.1:1", "http://[::1]:8000/", "http://127.3.4.5"] {
+        for u in [
+            "http://localhost:8000",
+            "http://127.0.0.1:1",
+            "http://[::1]:8000/",
+            "http://127.3.4.5",
+        ] {
             assert!(super::is_loopback(u), "{u}");
         }
-        for u in ["https://dynamodb.us-east-1.amazonaws.com", "http://10.0.0.1:8000", "http://localhost.example.com"] {
+        for u in [
+            "https://dynamodb.us-east-1.amazonaws.com",
+            "http://10.0.0.1:8000",
+            "http://localhost.example.com",
+        ] {
             assert!(!super::is_loopback(u), "{u}");
         }
     }

@@ -40,41 +40,55 @@ pub enum AdapterError {
         "table {table:?} has no index named {index:?}: run `precise-ttl setup --table {table}` first"
     )]
     IndexMissing { table: String, index: String },
-    #[error("index {index:?} on table {table:?} has another schema: expected {expected}, found {found}; pick another --index-name or fix the attribute names")]
+    #[error(
+        "index {index:?} on table {table:?} has another schema: expected {expected}, found {found}; pick another --index-name or fix the attribute names"
+    )]
     IndexSchema {
         table: String,
         index: String,
         expected: String,
         found: String,
     },
-    #[error("index {index:?} on table {table:?} is {status}, not ACTIVE yet (DynamoDB is still building it; `precise-ttl setup` waits for it)")]
+    #[error(
+        "index {index:?} on table {table:?} is {status}, not ACTIVE yet (DynamoDB is still building it; `precise-ttl setup` waits for it)"
+    )]
     IndexNotActive {
         table: String,
         index: String,
         status: String,
     },
-    #[error("native TTL on table {table:?} is already enabled on attribute {enabled:?}, not {wanted:?}; DynamoDB allows one TTL attribute per table: use --ttl-attribute {enabled}, or pass --no-native-ttl")]
+    #[error(
+        "native TTL on table {table:?} is already enabled on attribute {enabled:?}, not {wanted:?}; DynamoDB allows one TTL attribute per table: use --ttl-attribute {enabled}, or pass --no-native-ttl"
+    )]
     NativeTtlOnOtherAttribute {
         table: String,
         enabled: String,
         wanted: String,
     },
-    #[error("native TTL on table {table:?} is {status}; DynamoDB allows no change until that finishes (up to an hour); retry later or pass --no-native-ttl")]
+    #[error(
+        "native TTL on table {table:?} is {status}; DynamoDB allows no change until that finishes (up to an hour); retry later or pass --no-native-ttl"
+    )]
     NativeTtlBusy { table: String, status: String },
-    #[error("{attribute:?} is a key attribute of table {table:?}; the {role} attribute cannot be part of the table's primary key")]
+    #[error(
+        "{attribute:?} is a key attribute of table {table:?}; the {role} attribute cannot be part of the table's primary key"
+    )]
     KeyAttribute {
         table: String,
         attribute: String,
         role: &'static str,
     },
-    #[error("attribute {attribute:?} is already defined as type {defined} on table {table:?} (another index uses it); the {role} attribute must be a Number")]
+    #[error(
+        "attribute {attribute:?} is already defined as type {defined} on table {table:?} (another index uses it); the {role} attribute must be a Number"
+    )]
     AttributeType {
         table: String,
         attribute: String,
         defined: String,
         role: &'static str,
     },
-    #[error("table {table:?} exists with key {found}, not the {expected} asked for with --create-table")]
+    #[error(
+        "table {table:?} exists with key {found}, not the {expected} asked for with --create-table"
+    )]
     TableKeyMismatch {
         table: String,
         expected: String,
@@ -98,13 +112,19 @@ impl AdapterError {
     pub fn class(&self) -> ErrorClass {
         match self {
             AdapterError::Call { class, .. } => *class,
-            AdapterError::IndexNotActive { .. } | AdapterError::Unreachable { .. } => ErrorClass::Transient,
+            AdapterError::IndexNotActive { .. } | AdapterError::Unreachable { .. } => {
+                ErrorClass::Transient
+            }
             _ => ErrorClass::Fatal,
         }
     }
 
     /// Maps an SDK failure of a control-plane call, naming the endpoint where that helps.
-    pub(crate) fn from_sdk<E>(operation: &'static str, endpoint: &str, err: SdkError<E, HttpResponse>) -> Self
+    pub(crate) fn from_sdk<E>(
+        operation: &'static str,
+        endpoint: &str,
+        err: SdkError<E, HttpResponse>,
+    ) -> Self
     where
         E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     {
@@ -114,7 +134,9 @@ impl AdapterError {
                 endpoint: endpoint.to_string(),
                 message,
             },
-            SdkError::ServiceError(se) if se.err().code().is_some_and(|c| ACCESS_CODES.contains(&c)) => {
+            SdkError::ServiceError(se)
+                if se.err().code().is_some_and(|c| ACCESS_CODES.contains(&c)) =>
+            {
                 AdapterError::AccessDenied {
                     endpoint: endpoint.to_string(),
                     message,
@@ -162,7 +184,11 @@ where
             match (e.code(), e.message()) {
                 (Some(c), Some(m)) => format!("{c}: {m}"),
                 (Some(c), None) => c.to_string(),
-                _ => format!("HTTP {}: {}", se.raw().status().as_u16(), DisplayErrorContext(err)),
+                _ => format!(
+                    "HTTP {}: {}",
+                    se.raw().status().as_u16(),
+                    DisplayErrorContext(err)
+                ),
             }
         }
         SdkError::TimeoutError(_) => "the request timed out".to_string(),

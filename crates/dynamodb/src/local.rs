@@ -17,7 +17,9 @@ pub const SCRIPT_ENV: &str = "PRECISE_TTL_DYNAMODB_LOCAL_SCRIPT";
 
 #[derive(Debug, Error)]
 pub enum LocalError {
-    #[error("the DynamoDB Local launcher {0} was not found; set {SCRIPT_ENV} to scripts/dynamodb-local of a precise-ttl checkout, or pass --endpoint-url")]
+    #[error(
+        "the DynamoDB Local launcher {0} was not found; set {SCRIPT_ENV} to scripts/dynamodb-local of a precise-ttl checkout, or pass --endpoint-url"
+    )]
     ScriptMissing(String),
     #[error("could not run {script}: {source}")]
     Spawn {
@@ -42,7 +44,10 @@ pub struct DynamoDbLocal {
 fn script_path() -> PathBuf {
     match std::env::var_os(SCRIPT_ENV) {
         Some(p) => PathBuf::from(p),
-        None => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/dynamodb-local")),
+        None => PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../scripts/dynamodb-local"
+        )),
     }
 }
 

@@ -6,12 +6,13 @@
 
 use crate::connect::Dynamo;
 use crate::error::AdapterError;
-pub use crate::table::{KeyAttribute, KeyType};
 use crate::table::TableShape;
+pub use crate::table::{KeyAttribute, KeyType};
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, CreateGlobalSecondaryIndexAction, GlobalSecondaryIndex,
-    GlobalSecondaryIndexUpdate, KeySchemaElement, KeyType as AwsKeyRole, Projection, ProjectionType,
-    ProvisionedThroughput, ScalarAttributeType, TimeToLiveSpecification, TimeToLiveStatus,
+    GlobalSecondaryIndexUpdate, KeySchemaElement, KeyType as AwsKeyRole, Projection,
+    ProjectionType, ProvisionedThroughput, ScalarAttributeType, TimeToLiveSpecification,
+    TimeToLiveStatus,
 };
 use precise_ttl_core::TtlLayout;
 use std::fmt;
@@ -73,7 +74,9 @@ impl SetupAction {
 impl fmt::Display for SetupAction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SetupAction::TableCreated => f.write_str("created the table (on-demand) with the expiry index"),
+            SetupAction::TableCreated => {
+                f.write_str("created the table (on-demand) with the expiry index")
+            }
             SetupAction::TableAlreadyExists => f.write_str("table already exists with that key"),
             SetupAction::IndexCreated => f.write_str("added the expiry index (KEYS_ONLY)"),
             SetupAction::IndexAlreadyPresent { projection } if projection == "KEYS_ONLY" => {
@@ -87,11 +90,18 @@ impl fmt::Display for SetupAction {
                 write!(f, "expiry index is {status}; not waiting (--no-wait)")
             }
             SetupAction::WaitedForActive { seconds } => {
-                write!(f, "waited {seconds} s for the table and index to become ACTIVE")
+                write!(
+                    f,
+                    "waited {seconds} s for the table and index to become ACTIVE"
+                )
             }
             SetupAction::NativeTtlEnabled => f.write_str("enabled native TTL as a backstop"),
-            SetupAction::NativeTtlAlreadyEnabled => f.write_str("native TTL already enabled on the TTL attribute"),
-            SetupAction::NativeTtlLeftAlone => f.write_str("native TTL left as it is (--no-native-ttl)"),
+            SetupAction::NativeTtlAlreadyEnabled => {
+                f.write_str("native TTL already enabled on the TTL attribute")
+            }
+            SetupAction::NativeTtlLeftAlone => {
+                f.write_str("native TTL left as it is (--no-native-ttl)")
+            }
         }
     }
 }
@@ -117,7 +127,10 @@ pub async fn setup(
 ) -> Result<SetupReport, AdapterError> {
     let mut actions = Vec::new();
     let started = Instant::now();
-    let shape = match (TableShape::describe(dynamo, table).await?, &options.create_table) {
+    let shape = match (
+        TableShape::describe(dynamo, table).await?,
+        &options.create_table,
+    ) {
         (Some(shape), Some(create)) => {
             check_key(&shape, create)?;
             actions.push(SetupAction::TableAlreadyExists);
@@ -125,7 +138,12 @@ pub async fn setup(
         }
         (Some(shape), None) => shape,
         (None, Some(create)) => {
-            check_names(table, layout, &create.partition_key, create.sort_key.as_ref())?;
+            check_names(
+                table,
+                layout,
+                &create.partition_key,
+                create.sort_key.as_ref(),
+            )?;
             create_table(dynamo, table, layout, create).await?;
             actions.push(SetupAction::TableCreated);
             TableShape::require(dynamo, table).await?
@@ -138,7 +156,10 @@ pub async fn setup(
         }
     };
     check_names(table, layout, &shape.partition, shape.sort.as_ref())?;
-    for (attribute, role) in [(&layout.ttl_attribute, "TTL"), (&layout.shard_attribute, "shard")] {
+    for (attribute, role) in [
+        (&layout.ttl_attribute, "TTL"),
+        (&layout.shard_attribute, "shard"),
+    ] {
         if let Some(defined) = shape.attribute_types.get(attribute).filter(|t| *t != "N") {
             return Err(AdapterError::AttributeType {
                 table: table.to_string(),
@@ -166,7 +187,9 @@ pub async fn setup(
         .map(|i| (i.status.clone(), i.projection.clone()));
     match index_status {
         Some((status, projection)) if status == "ACTIVE" && shape.status == "ACTIVE" => {
-            if !actions.contains(&SetupAction::IndexCreated) && !actions.contains(&SetupAction::TableCreated) {
+            if !actions.contains(&SetupAction::IndexCreated)
+                && !actions.contains(&SetupAction::TableCreated)
+            {
                 actions.push(SetupAction::IndexAlreadyPresent { projection });
             }
         }
@@ -224,7 +247,10 @@ fn check_names(
     sort: Option<&KeyAttribute>,
 ) -> Result<(), AdapterError> {
     for key in std::iter::once(partition).chain(sort) {
-        for (attribute, role) in [(&layout.ttl_attribute, "TTL"), (&layout.shard_attribute, "shard")] {
+        for (attribute, role) in [
+            (&layout.ttl_attribute, "TTL"),
+            (&layout.shard_attribute, "shard"),
+        ] {
             if &key.name == attribute {
                 return Err(AdapterError::KeyAttribute {
                     table: table.to_string(),
@@ -261,7 +287,9 @@ fn index_keys(layout: &TtlLayout) -> Vec<KeySchemaElement> {
 }
 
 fn keys_only() -> Projection {
-    Projection::builder().projection_type(ProjectionType::KeysOnly).build()
+    Projection::builder()
+        .projection_type(ProjectionType::KeysOnly)
+        .build()
 }
 
 async fn create_table(
@@ -275,7 +303,10 @@ async fn create_table(
         number_definition(&layout.ttl_attribute),
     ];
     let mut keys = Vec::new();
-    for (key, role) in [(Some(&create.partition_key), AwsKeyRole::Hash), (create.sort_key.as_ref(), AwsKeyRole::Range)] {
+    for (key, role) in [
+        (Some(&create.partition_key), AwsKeyRole::Hash),
+        (create.sort_key.as_ref(), AwsKeyRole::Range),
+    ] {
         if let Some(key) = key {
             definitions.push(
                 AttributeDefinition::builder()
@@ -307,7 +338,11 @@ async fn create_table(
     Ok(())
 }
 
-async fn add_index(dynamo: &Dynamo, shape: &TableShape, layout: &TtlLayout) -> Result<(), AdapterError> {
+async fn add_index(
+    dynamo: &Dynamo,
+    shape: &TableShape,
+    layout: &TtlLayout,
+) -> Result<(), AdapterError> {
     let mut create = CreateGlobalSecondaryIndexAction::builder()
         .index_name(&layout.index_name)
         .set_key_schema(Some(index_keys(layout)))
@@ -330,7 +365,9 @@ async fn add_index(dynamo: &Dynamo, shape: &TableShape, layout: &TtlLayout) -> R
         .table_name(&shape.name)
         .attribute_definitions(number_definition(&layout.shard_attribute))
         .attribute_definitions(number_definition(&layout.ttl_attribute))
-        .global_secondary_index_updates(GlobalSecondaryIndexUpdate::builder().create(create).build())
+        .global_secondary_index_updates(
+            GlobalSecondaryIndexUpdate::builder().create(create).build(),
+        )
         .send()
         .await
         .map_err(|e| AdapterError::from_sdk("UpdateTable", &dynamo.describe_endpoint(), e))?;
@@ -357,7 +394,10 @@ async fn wait_active(
         }
         if started.elapsed() >= limit {
             return Err(AdapterError::WaitTimedOut {
-                what: format!("table {table:?} and index {:?} to become ACTIVE", layout.index_name),
+                what: format!(
+                    "table {table:?} and index {:?} to become ACTIVE",
+                    layout.index_name
+                ),
                 waited_secs: started.elapsed().as_secs(),
             });
         }
@@ -366,7 +406,11 @@ async fn wait_active(
     }
 }
 
-async fn native_ttl(dynamo: &Dynamo, table: &str, layout: &TtlLayout) -> Result<SetupAction, AdapterError> {
+async fn native_ttl(
+    dynamo: &Dynamo,
+    table: &str,
+    layout: &TtlLayout,
+) -> Result<SetupAction, AdapterError> {
     let endpoint = dynamo.describe_endpoint();
     let described = dynamo
         .query

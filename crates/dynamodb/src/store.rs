@@ -27,7 +27,11 @@ pub struct DynamoStore {
 
 impl DynamoStore {
     /// Checks the table and its index, then returns a store ready to sweep.
-    pub async fn open(dynamo: Dynamo, table: &str, layout: TtlLayout) -> Result<Self, AdapterError> {
+    pub async fn open(
+        dynamo: Dynamo,
+        table: &str,
+        layout: TtlLayout,
+    ) -> Result<Self, AdapterError> {
         let shape = TableShape::require(&dynamo, table).await?;
         shape.ensure_sweepable(&layout)?;
         Ok(DynamoStore {
@@ -119,7 +123,11 @@ impl ExpiryStore for DynamoStore {
         })
     }
 
-    async fn delete_if_due(&self, key: &ItemKey, window: DueWindow) -> Result<DeleteOutcome, StoreError> {
+    async fn delete_if_due(
+        &self,
+        key: &ItemKey,
+        window: DueWindow,
+    ) -> Result<DeleteOutcome, StoreError> {
         let result = self
             .dynamo
             .write

@@ -69,7 +69,9 @@ impl FromStr for KeyAttribute {
             None => (s, KeyType::S),
         };
         if name.is_empty() || name.len() > 255 {
-            return Err(format!("key attribute name in {s:?} must have 1 to 255 characters"));
+            return Err(format!(
+                "key attribute name in {s:?} must have 1 to 255 characters"
+            ));
         }
         Ok(KeyAttribute {
             name: name.to_string(),
@@ -110,39 +112,61 @@ pub struct TableShape {
 
 impl TableShape {
     /// Describes `table`; `Ok(None)` when it does not exist.
-    pub async fn describe(dynamo: &Dynamo, table: &str) -> Result<Option<TableShape>, AdapterError> {
+    pub async fn describe(
+        dynamo: &Dynamo,
+        table: &str,
+    ) -> Result<Option<TableShape>, AdapterError> {
         match dynamo.query.describe_table().table_name(table).send().await {
             Ok(out) => Ok(out.table.as_ref().map(Self::from_description)),
-            Err(e) if e.as_service_error().is_some_and(|se| se.is_resource_not_found_exception()) => Ok(None),
-            Err(e) => Err(AdapterError::from_sdk("DescribeTable", &dynamo.describe_endpoint(), e)),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|se| se.is_resource_not_found_exception()) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(AdapterError::from_sdk(
+                "DescribeTable",
+                &dynamo.describe_endpoint(),
+                e,
+            )),
         }
     }
 
     /// Describes `table`, which must exist.
     pub async fn require(dynamo: &Dynamo, table: &str) -> Result<TableShape, AdapterError> {
-        Self::describe(dynamo, table).await?.ok_or_else(|| AdapterError::TableNotFound {
-            table: table.to_string(),
-            endpoint: dynamo.describe_endpoint(),
-        })
+        Self::describe(dynamo, table)
+            .await?
+            .ok_or_else(|| AdapterError::TableNotFound {
+                table: table.to_string(),
+                endpoint: dynamo.describe_endpoint(),
+            })
     }
 
     fn from_description(d: &TableDescription) -> TableShape {
         let attribute_types: BTreeMap<String, String> = d
             .attribute_definitions()
             .iter()
-            .map(|a| (a.attribute_name().to_string(), a.attribute_type().as_str().to_string()))
+            .map(|a| {
+                (
+                    a.attribute_name().to_string(),
+                    a.attribute_type().as_str().to_string(),
+                )
+            })
             .collect();
         let key = |role: AwsKeyRole| {
-            d.key_schema().iter().find(|k| *k.key_type() == role).map(|k| {
-                let name = k.attribute_name().to_string();
-                let kind = d
-                    .attribute_definitions()
-                    .iter()
-                    .find(|a| a.attribute_name() == name)
-                    .and_then(|a| KeyType::from_aws(a.attribute_type()))
-                    .unwrap_or(KeyType::S);
-                KeyAttribute { name, kind }
-            })
+            d.key_schema()
+                .iter()
+                .find(|k| *k.key_type() == role)
+                .map(|k| {
+                    let name = k.attribute_name().to_string();
+                    let kind = d
+                        .attribute_definitions()
+                        .iter()
+                        .find(|a| a.attribute_name() == name)
+                        .and_then(|a| KeyType::from_aws(a.attribute_type()))
+                        .unwrap_or(KeyType::S);
+                    KeyAttribute { name, kind }
+                })
         };
         let indexes = d
             .global_secondary_indexes()
@@ -272,7 +296,10 @@ mod tests {
     fn parses_key_attributes() {
         assert_eq!(
             "pk".parse::<KeyAttribute>().unwrap(),
-            KeyAttribute { name: "pk".into(), kind: KeyType::S }
+            KeyAttribute {
+                name: "pk".into(),
+                kind: KeyType::S
+            }
         );
         assert_eq!("id:n".parse::<KeyAttribute>().unwrap().kind, KeyType::N);
         assert_eq!("a:b:B".parse::<KeyAttribute>().unwrap().name, "a:b");

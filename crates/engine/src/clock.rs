@@ -13,6 +13,10 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
-        Timestamp::from_unix_duration(SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default())
+        Timestamp::from_unix_duration(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default(),
+        )
     }
 }

@@ -66,7 +66,12 @@ impl MemoryStore {
     }
 
     pub fn calls(&self, call: Call) -> usize {
-        self.calls.lock().unwrap().iter().filter(|c| **c == call).count()
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| **c == call)
+            .count()
     }
 
     fn fault(&self, call: Call) -> Result<(), StoreError> {
@@ -128,7 +133,11 @@ impl ExpiryStore for MemoryStore {
         })
     }
 
-    async fn delete_if_due(&self, key: &String, window: DueWindow) -> Result<DeleteOutcome, StoreError> {
+    async fn delete_if_due(
+        &self,
+        key: &String,
+        window: DueWindow,
+    ) -> Result<DeleteOutcome, StoreError> {
         self.fault(Call::Delete)?;
         let mut items = self.items.lock().unwrap();
         let due = items.get(key).is_some_and(|i| {

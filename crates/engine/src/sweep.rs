@@ -74,7 +74,9 @@ pub struct Sweeper<S: ExpiryStore, C: Clock> {
 
 impl<S: ExpiryStore, C: Clock> std::fmt::Debug for Sweeper<S, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sweeper").field("config", &self.config).finish_non_exhaustive()
+        f.debug_struct("Sweeper")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
     }
 }
 
@@ -151,7 +153,12 @@ impl<S: ExpiryStore, C: Clock> Sweeper<S, C> {
                 std::panic::resume_unwind(e.into_panic());
             }
         }
-        if let Some(e) = counters.fatal.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(e) = counters
+            .fatal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
             return Err(SweepError::Fatal(e));
         }
         Ok(SweepReport {
@@ -161,7 +168,10 @@ impl<S: ExpiryStore, C: Clock> Sweeper<S, C> {
             errors: counters.errors.load(Ordering::Relaxed),
             throttled: counters.throttled.load(Ordering::Relaxed),
             pages: counters.pages.load(Ordering::Relaxed),
-            max_lag_ms: *counters.max_lag_ms.lock().unwrap_or_else(|p| p.into_inner()),
+            max_lag_ms: *counters
+                .max_lag_ms
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
         })
     }
 }
@@ -189,8 +199,12 @@ impl<S: ExpiryStore, C: Clock> ShardPass<S, C> {
                 &self.config.backoff,
                 || self.note_throttle(),
                 || {
-                    self.store
-                        .due_page(self.shard, self.window, cursor.clone(), self.config.page_size)
+                    self.store.due_page(
+                        self.shard,
+                        self.window,
+                        cursor.clone(),
+                        self.config.page_size,
+                    )
                 },
             )
             .await;
@@ -275,7 +289,11 @@ impl<S: ExpiryStore, C: Clock> DeleteTask<S, C> {
             Ok(DeleteOutcome::Deleted) => {
                 self.counters.deleted.fetch_add(1, Ordering::Relaxed);
                 let lag = sent_at.millis_since(item.expiry.at());
-                let mut max = self.counters.max_lag_ms.lock().unwrap_or_else(|p| p.into_inner());
+                let mut max = self
+                    .counters
+                    .max_lag_ms
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
                 *max = Some(max.map_or(lag, |m| m.max(lag)));
                 drop(max);
                 self.observer.deleted(&item.key, item.expiry, sent_at);

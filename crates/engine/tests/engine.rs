@@ -3,7 +3,9 @@
 
 use precise_ttl_core::{Backoff, DueWindow, ErrorClass, Shard, ShardCount, Timestamp};
 use precise_ttl_engine::memory::{Call, MemItem, MemTtl, MemoryStore};
-use precise_ttl_engine::{Clock, DeleteOutcome, DuePage, ExpiryStore, StoreError, SweepConfig, SweepError, Sweeper};
+use precise_ttl_engine::{
+    Clock, DeleteOutcome, DuePage, ExpiryStore, StoreError, SweepConfig, SweepError, Sweeper,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,18 +54,46 @@ async fn deletes_every_due_item_across_pages_and_shards_and_nothing_else() {
     store.put("millis", num(NOW_S * 1000, 0));
     store.put("negative", num(-5, 0));
     store.put("too-old", num(NOW_S - 6 * 365 * 86_400, 0));
-    store.put("string", MemItem { ttl: MemTtl::Other("S"), shard: Some(0) });
-    store.put("no-ttl", MemItem { ttl: MemTtl::Missing, shard: Some(0) });
-    store.put("no-shard", MemItem { ttl: MemTtl::Number((NOW_S - 10).to_string()), shard: None });
+    store.put(
+        "string",
+        MemItem {
+            ttl: MemTtl::Other("S"),
+            shard: Some(0),
+        },
+    );
+    store.put(
+        "no-ttl",
+        MemItem {
+            ttl: MemTtl::Missing,
+            shard: Some(0),
+        },
+    );
+    store.put(
+        "no-shard",
+        MemItem {
+            ttl: MemTtl::Number((NOW_S - 10).to_string()),
+            shard: None,
+        },
+    );
     store.put("shard-out-of-range", num(NOW_S - 10, 9));
 
-    let report = Sweeper::new(Arc::clone(&store), clock(), config(4)).sweep_once().await.unwrap();
+    let report = Sweeper::new(Arc::clone(&store), clock(), config(4))
+        .sweep_once()
+        .await
+        .unwrap();
 
     assert_eq!(report.deleted, 202);
     assert_eq!((report.skipped, report.errors), (0, 0));
     assert!(report.pages >= 200 / 7);
     for survivor in [
-        "future", "future-by-a-ms", "millis", "negative", "too-old", "string", "no-ttl", "no-shard",
+        "future",
+        "future-by-a-ms",
+        "millis",
+        "negative",
+        "too-old",
+        "string",
+        "no-ttl",
+        "no-shard",
         "shard-out-of-range",
     ] {
         assert!(store.get(survivor).is_some(), "{survivor} must survive");
@@ -95,7 +125,11 @@ impl ExpiryStore for ExtendAfterQuery {
         Ok(page)
     }
 
-    async fn delete_if_due(&self, key: &String, window: DueWindow) -> Result<DeleteOutcome, StoreError> {
+    async fn delete_if_due(
+        &self,
+        key: &String,
+        window: DueWindow,
+    ) -> Result<DeleteOutcome, StoreError> {
         self.0.delete_if_due(key, window).await
     }
 }
@@ -106,7 +140,10 @@ async fn an_item_extended_between_query_and_delete_survives_and_counts_as_skippe
     inner.put("extended-1", num(NOW_S - 1, 0));
     inner.put("plain", num(NOW_S - 1, 0));
     let store = Arc::new(ExtendAfterQuery(inner));
-    let report = Sweeper::new(Arc::clone(&store), clock(), config(1)).sweep_once().await.unwrap();
+    let report = Sweeper::new(Arc::clone(&store), clock(), config(1))
+        .sweep_once()
+        .await
+        .unwrap();
     assert_eq!((report.deleted, report.skipped), (1, 1));
     assert_eq!(store.0.get("extended-1"), Some(num(NOW_S + 3600, 0)));
     assert!(store.0.get("plain").is_none());
@@ -121,7 +158,10 @@ async fn throttling_and_transient_errors_are_retried() {
     store.inject(Call::Query, ErrorClass::Throttled, 2);
     store.inject(Call::Delete, ErrorClass::Throttled, 3);
     store.inject(Call::Delete, ErrorClass::Transient, 3);
-    let report = Sweeper::new(Arc::clone(&store), clock(), config(1)).sweep_once().await.unwrap();
+    let report = Sweeper::new(Arc::clone(&store), clock(), config(1))
+        .sweep_once()
+        .await
+        .unwrap();
     assert_eq!(report.deleted, 20);
     assert_eq!(report.errors, 0);
     assert_eq!(report.throttled, 5);
@@ -149,14 +189,22 @@ async fn a_fatal_error_stops_the_pass() {
         store.put(format!("k{i}"), num(NOW_S - 1, 0));
     }
     store.inject(Call::Query, ErrorClass::Fatal, 1);
-    let err = Sweeper::new(Arc::clone(&store), clock(), config(1)).sweep_once().await.unwrap_err();
+    let err = Sweeper::new(Arc::clone(&store), clock(), config(1))
+        .sweep_once()
+        .await
+        .unwrap_err();
     let SweepError::Fatal(e) = err;
     assert_eq!(e.class, ErrorClass::Fatal);
     assert_eq!(store.calls(Call::Query), 1, "a fatal error is not retried");
     assert_eq!(store.len(), 50);
 
     store.inject(Call::Delete, ErrorClass::Fatal, 1);
-    assert!(Sweeper::new(Arc::clone(&store), clock(), config(1)).sweep_once().await.is_err());
+    assert!(
+        Sweeper::new(Arc::clone(&store), clock(), config(1))
+            .sweep_once()
+            .await
+            .is_err()
+    );
 }
 
 #[tokio::test]
@@ -164,7 +212,9 @@ async fn an_index_that_stays_unreachable_is_fatal_after_the_retries() {
     let store = Arc::new(MemoryStore::new());
     store.put("k", num(NOW_S - 1, 0));
     store.inject(Call::Query, ErrorClass::Transient, 10);
-    let result = Sweeper::new(Arc::clone(&store), clock(), config(1)).sweep_once().await;
+    let result = Sweeper::new(Arc::clone(&store), clock(), config(1))
+        .sweep_once()
+        .await;
     assert!(matches!(result, Err(SweepError::Fatal(ref e)) if e.class == ErrorClass::Transient));
     assert_eq!(store.calls(Call::Query), 4);
 }

@@ -1,0 +1,8 @@
+//! Integration tests against a real DynamoDB Local, started once for this test binary (or the
+//! one named by `PRECISE_TTL_TEST_ENDPOINT`). Every test works on its own randomly named table,
+//! deleted when the test ends.
+
+mod cli;
+mod setup;
+mod support;
+mod sweep;

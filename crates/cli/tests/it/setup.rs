@@ -1,0 +1,195 @@
+//! `setup` against DynamoDB Local: idempotence and the conflicts it must refuse.
+
+use crate::support::{TestTable, layout};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
+};
+use precise_ttl_dynamodb::{
+    AdapterError, CreateTable, KeyAttribute, SetupAction, SetupOptions, setup,
+};
+use std::time::Duration;
+
+fn options() -> SetupOptions {
+    SetupOptions {
+        poll_interval: Duration::from_millis(100),
+        ..SetupOptions::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_twice_changes_nothing_the_second_time() {
+    let table = TestTable::bare().await;
+    let layout = layout(16);
+    let first = setup::setup(&table.dynamo, &table.name, &layout, &options())
+        .await
+        .unwrap();
+    assert!(first.changed());
+    assert!(
+        first.actions.contains(&SetupAction::IndexCreated),
+        "{:?}",
+        first.actions
+    );
+    assert!(
+        first.actions.contains(&SetupAction::NativeTtlEnabled),
+        "{:?}",
+        first.actions
+    );
+
+    let second = setup::setup(&table.dynamo, &table.name, &layout, &options())
+        .await
+        .unwrap();
+    assert!(!second.changed(), "{:?}", second.actions);
+    assert_eq!(
+        second.actions,
+        vec![
+            SetupAction::IndexAlreadyPresent {
+                projection: "KEYS_ONLY".into()
+            },
+            SetupAction::NativeTtlAlreadyEnabled
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_table_then_setup_again_is_a_noop() {
+    let table = TestTable::named();
+    let layout = layout(4);
+    let create = SetupOptions {
+        create_table: Some(CreateTable {
+            partition_key: "tenant".parse::<KeyAttribute>().unwrap(),
+            sort_key: Some("id:N".parse().unwrap()),
+        }),
+        native_ttl: false,
+        ..options()
+    };
+    let first = setup::setup(&table.dynamo, &table.name, &layout, &create)
+        .await
+        .unwrap();
+    assert_eq!(first.actions[0], SetupAction::TableCreated);
+    let again = setup::setup(&table.dynamo, &table.name, &layout, &create)
+        .await
+        .unwrap();
+    assert!(!again.changed(), "{:?}", again.actions);
+
+    let other_key = SetupOptions {
+        create_table: Some(CreateTable {
+            partition_key: "pk".parse().unwrap(),
+            sort_key: None,
+        }),
+        ..create
+    };
+    let err = setup::setup(&table.dynamo, &table.name, &layout, &other_key)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, AdapterError::TableKeyMismatch { .. }),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_of_that_name_with_another_schema_is_refused() {
+    let table = TestTable::named();
+    let def = |name: &str, t: ScalarAttributeType| {
+        AttributeDefinition::builder()
+            .attribute_name(name)
+            .attribute_type(t)
+            .build()
+            .unwrap()
+    };
+    let key = |name: &str, role: KeyType| {
+        KeySchemaElement::builder()
+            .attribute_name(name)
+            .key_type(role)
+            .build()
+            .unwrap()
+    };
+    table
+        .dynamo
+        .query
+        .create_table()
+        .table_name(&table.name)
+        .billing_mode(aws_sdk_dynamodb::types::BillingMode::PayPerRequest)
+        .attribute_definitions(def("pk", ScalarAttributeType::S))
+        .attribute_definitions(def("bucket", ScalarAttributeType::S))
+        .attribute_definitions(def("ttl", ScalarAttributeType::N))
+        .key_schema(key("pk", KeyType::Hash))
+        .global_secondary_indexes(
+            GlobalSecondaryIndex::builder()
+                .index_name("precise-ttl")
+                .key_schema(key("bucket", KeyType::Hash))
+                .key_schema(key("ttl", KeyType::Range))
+                .projection(
+                    Projection::builder()
+                        .projection_type(ProjectionType::KeysOnly)
+                        .build(),
+                )
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let err = setup::setup(&table.dynamo, &table.name, &layout(16), &options())
+        .await
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(matches!(err, AdapterError::IndexSchema { .. }), "{message}");
+    assert!(message.contains("another schema"), "{message}");
+    assert!(message.contains("bucket (S)"), "{message}");
+    assert!(message.contains("ttl_shard (N)"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_ttl_on_another_attribute_is_refused_unless_left_alone() {
+    let table = TestTable::bare().await;
+    table
+        .dynamo
+        .query
+        .update_time_to_live()
+        .table_name(&table.name)
+        .time_to_live_specification(
+            TimeToLiveSpecification::builder()
+                .enabled(true)
+                .attribute_name("expires_at")
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let err = setup::setup(&table.dynamo, &table.name, &layout(16), &options())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, AdapterError::NativeTtlOnOtherAttribute { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("expires_at"), "{err}");
+
+    let leave = SetupOptions {
+        native_ttl: false,
+        ..options()
+    };
+    let report = setup::setup(&table.dynamo, &table.name, &layout(16), &leave)
+        .await
+        .unwrap();
+    assert!(report.actions.contains(&SetupAction::NativeTtlLeftAlone));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_table_and_a_ttl_key_attribute_are_clear_errors() {
+    let missing = TestTable::named();
+    let err = setup::setup(&missing.dynamo, &missing.name, &layout(16), &options())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, AdapterError::TableNotFound { .. }), "{err}");
+    assert!(err.to_string().contains("was not found"), "{err}");
+
+    let keyed = TestTable::bare_with_key(&[("ttl", ScalarAttributeType::N, KeyType::Hash)]).await;
+    let err = setup::setup(&keyed.dynamo, &keyed.name, &layout(16), &options())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, AdapterError::KeyAttribute { .. }), "{err}");
+}

@@ -1,0 +1,215 @@
+//! Shared test bed: the DynamoDB Local instance, table guards, item writers.
+
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, PutRequest,
+    ScalarAttributeType, WriteRequest,
+};
+use precise_ttl_core::{ShardCount, Timestamp, TtlLayout};
+use precise_ttl_dynamodb::{Dynamo, DynamoDbLocal};
+use precise_ttl_engine::{Clock, SystemClock};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+pub const ENDPOINT_ENV: &str = "PRECISE_TTL_TEST_ENDPOINT";
+
+/// The endpoint of the shared DynamoDB Local. The instance lives as long as this process: its
+/// launcher stops the JVM when our end of its stdin pipe closes at exit.
+pub fn endpoint() -> &'static str {
+    static ENDPOINT: OnceLock<String> = OnceLock::new();
+    static LOCAL: OnceLock<DynamoDbLocal> = OnceLock::new();
+    ENDPOINT.get_or_init(|| match std::env::var(ENDPOINT_ENV) {
+        Ok(url) if !url.is_empty() => url,
+        _ => {
+            let local = DynamoDbLocal::start().expect("DynamoDB Local starts");
+            let url = local.endpoint().to_string();
+            let _ = LOCAL.set(local);
+            url
+        }
+    })
+}
+
+pub fn dynamo() -> Dynamo {
+    Dynamo::local(endpoint())
+}
+
+pub fn now() -> Timestamp {
+    SystemClock.now()
+}
+
+pub fn layout(shards: u64) -> TtlLayout {
+    TtlLayout {
+        shards: ShardCount::new(shards).unwrap(),
+        ..TtlLayout::default()
+    }
+}
+
+/// A table with a random name, deleted when dropped.
+pub struct TestTable {
+    pub name: String,
+    pub dynamo: Dynamo,
+}
+
+impl TestTable {
+    /// A bare table keyed by `pk` (S), without the expiry index.
+    pub async fn bare() -> TestTable {
+        Self::bare_with_key(&[("pk", ScalarAttributeType::S, KeyType::Hash)]).await
+    }
+
+    pub async fn bare_with_key(keys: &[(&str, ScalarAttributeType, KeyType)]) -> TestTable {
+        let table = TestTable::named();
+        let mut req = table
+            .dynamo
+            .query
+            .create_table()
+            .table_name(&table.name)
+            .billing_mode(BillingMode::PayPerRequest);
+        for (name, t, role) in keys {
+            req = req
+                .attribute_definitions(
+                    AttributeDefinition::builder()
+                        .attribute_name(*name)
+                        .attribute_type(t.clone())
+                        .build()
+                        .unwrap(),
+                )
+                .key_schema(
+                    KeySchemaElement::builder()
+                        .attribute_name(*name)
+                        .key_type(role.clone())
+                        .build()
+                        .unwrap(),
+                );
+        }
+        req.send().await.expect("create table");
+        table
+    }
+
+    /// A name only, for tests that let `setup --create-table` make it.
+    pub fn named() -> TestTable {
+        TestTable {
+            name: format!("precise-ttl-test-{:016x}", fastrand::u64(..)),
+            dynamo: dynamo(),
+        }
+    }
+
+    pub async fn put(&self, item: HashMap<String, AttributeValue>) {
+        self.dynamo
+            .write
+            .put_item()
+            .table_name(&self.name)
+            .set_item(Some(item))
+            .send()
+            .await
+            .expect("put item");
+    }
+
+    pub async fn put_many(&self, items: Vec<HashMap<String, AttributeValue>>) {
+        for chunk in items.chunks(25) {
+            let requests: Vec<_> = chunk
+                .iter()
+                .map(|i| {
+                    WriteRequest::builder()
+                        .put_request(
+                            PutRequest::builder()
+                                .set_item(Some(i.clone()))
+                                .build()
+                                .unwrap(),
+                        )
+                        .build()
+                })
+                .collect();
+            self.dynamo
+                .write
+                .batch_write_item()
+                .request_items(&self.name, requests)
+                .send()
+                .await
+                .expect("batch write");
+        }
+    }
+
+    pub async fn get(&self, pk: &str) -> Option<HashMap<String, AttributeValue>> {
+        self.dynamo
+            .query
+            .get_item()
+            .table_name(&self.name)
+            .key("pk", s(pk))
+            .consistent_read(true)
+            .send()
+            .await
+            .expect("get item")
+            .item
+    }
+
+    pub async fn count(&self) -> usize {
+        let mut total = 0;
+        let mut start = None;
+        loop {
+            let out = self
+                .dynamo
+                .query
+                .scan()
+                .table_name(&self.name)
+                .select(aws_sdk_dynamodb::types::Select::Count)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .expect("scan");
+            total += out.count as usize;
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return total;
+            }
+        }
+    }
+}
+
+impl Drop for TestTable {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        let endpoint = endpoint().to_string();
+        // Drop cannot await, and the test's runtime may be shutting down: use a thread of our own.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let _ = Dynamo::local(&endpoint)
+                    .query
+                    .delete_table()
+                    .table_name(name)
+                    .send()
+                    .await;
+            });
+        })
+        .join();
+    }
+}
+
+pub fn s(v: &str) -> AttributeValue {
+    AttributeValue::S(v.to_string())
+}
+
+pub fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+/// An item keyed by `pk` with the given extra attributes.
+pub fn item(pk: &str, attrs: &[(&str, AttributeValue)]) -> HashMap<String, AttributeValue> {
+    let mut m = HashMap::from([("pk".to_string(), s(pk))]);
+    for (k, v) in attrs {
+        m.insert((*k).to_string(), v.clone());
+    }
+    m
+}
+
+/// A command for the built binary, pointed at the shared DynamoDB Local.
+pub fn precise_ttl() -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::cargo_bin("precise-ttl").unwrap();
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("PRECISE_TTL_ENDPOINT_URL", endpoint())
+        .timeout(std::time::Duration::from_secs(120));
+    cmd
+}
