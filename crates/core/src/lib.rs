@@ -10,6 +10,7 @@ pub mod error;
 pub mod expiry;
 pub mod layout;
 pub mod plan;
+pub mod rate;
 pub mod shard;
 pub mod time;
 
@@ -19,5 +20,6 @@ pub use error::ErrorClass;
 pub use expiry::{Expiry, ExpiryError, TtlValue, Verdict};
 pub use layout::{LayoutError, TtlLayout, WriterAttributes};
 pub use plan::{DueWindow, SweepPlan};
+pub use rate::{Aimd, TokenBucket};
 pub use shard::{Shard, ShardCount, ShardCountError};
 pub use time::{NATIVE_TTL_MAX_AGE, Timestamp};

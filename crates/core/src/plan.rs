@@ -3,26 +3,32 @@
 use crate::shard::{Shard, ShardCount};
 use crate::time::{NATIVE_TTL_MAX_AGE, Timestamp};
 
-/// The expiries that are due at `now`: those in `[now − 5 years, now]`, bounds included.
+/// A range of expiries, bounds included. [`DueWindow::at`] gives the ones due at an instant:
+/// `[now − 5 years, now]`.
 ///
-/// Both the index query and the conditional delete use the same window, so the store itself
-/// re-checks, at delete time, exactly the rule the query applied.
+/// Both the index query and the conditional delete use such a window, so the store itself
+/// re-checks, at delete time, exactly the rule the query applied. A read-ahead query uses a
+/// window that reaches into the future; a delete never does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DueWindow {
     pub oldest: Timestamp,
-    pub now: Timestamp,
+    pub until: Timestamp,
 }
 
 impl DueWindow {
     pub fn at(now: Timestamp) -> Self {
         DueWindow {
             oldest: now.saturating_sub(NATIVE_TTL_MAX_AGE),
-            now,
+            until: now,
         }
     }
 
+    pub fn between(oldest: Timestamp, until: Timestamp) -> Self {
+        DueWindow { oldest, until }
+    }
+
     pub fn contains(&self, t: Timestamp) -> bool {
-        self.oldest <= t && t <= self.now
+        self.oldest <= t && t <= self.until
     }
 }
 

@@ -82,7 +82,7 @@ impl ExpiryStore for DynamoStore {
             .set_expression_attribute_names(Some(names))
             .expression_attribute_values(":shard", number(shard.0.to_string()))
             .expression_attribute_values(":oldest", number(window.oldest.to_epoch_seconds_text()))
-            .expression_attribute_values(":now", number(window.now.to_epoch_seconds_text()))
+            .expression_attribute_values(":now", number(window.until.to_epoch_seconds_text()))
             .set_exclusive_start_key(cursor)
             .limit(i32::try_from(limit).unwrap_or(i32::MAX))
             .send()
@@ -138,7 +138,7 @@ impl ExpiryStore for DynamoStore {
             .set_expression_attribute_names(Some(self.names()))
             .expression_attribute_values(":number", AttributeValue::S("N".into()))
             .expression_attribute_values(":oldest", number(window.oldest.to_epoch_seconds_text()))
-            .expression_attribute_values(":now", number(window.now.to_epoch_seconds_text()))
+            .expression_attribute_values(":now", number(window.until.to_epoch_seconds_text()))
             .send()
             .await;
         match result {

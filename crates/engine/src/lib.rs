@@ -6,13 +6,16 @@
 //! adapter crate. [`memory::MemoryStore`] is a reference implementation used by tests.
 
 pub mod clock;
+pub mod daemon;
 pub mod memory;
+pub mod metrics;
 pub mod observe;
 pub mod retry;
 pub mod store;
 pub mod sweep;
 
 pub use clock::{Clock, SystemClock};
+pub use daemon::{Daemon, DaemonConfig, DaemonError, DaemonHandle, DaemonReport, DaemonStatus};
 pub use observe::{NoopObserver, Observer};
 pub use store::{DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError};
 pub use sweep::{SweepConfig, SweepError, SweepReport, Sweeper};

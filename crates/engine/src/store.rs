@@ -58,7 +58,7 @@ impl StoreError {
 /// [`ExpiryStore::delete_if_due`] at the moment of the delete: the index may be stale.
 pub trait ExpiryStore: Send + Sync + 'static {
     /// Identifies one item (the table's primary key).
-    type Key: Clone + Send + Sync + fmt::Debug + 'static;
+    type Key: Clone + Eq + std::hash::Hash + Send + Sync + fmt::Debug + 'static;
     /// Where a paged query continues.
     type Cursor: Clone + Send + Sync + fmt::Debug + 'static;
 
@@ -77,4 +77,25 @@ pub trait ExpiryStore: Send + Sync + 'static {
         key: &Self::Key,
         window: DueWindow,
     ) -> impl Future<Output = Result<DeleteOutcome, StoreError>> + Send;
+
+    /// Deletes several items, each under the same condition as [`ExpiryStore::delete_if_due`],
+    /// with one outcome per key, in order. Stores without a batch call delete one by one.
+    fn delete_many_if_due(
+        &self,
+        keys: &[Self::Key],
+        window: DueWindow,
+    ) -> impl Future<Output = Vec<Result<DeleteOutcome, StoreError>>> + Send {
+        async move {
+            let mut out = Vec::with_capacity(keys.len());
+            for key in keys {
+                out.push(self.delete_if_due(key, window).await);
+            }
+            out
+        }
+    }
+
+    /// The most keys [`ExpiryStore::delete_many_if_due`] takes in one call.
+    fn max_batch(&self) -> usize {
+        1
+    }
 }

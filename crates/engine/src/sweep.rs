@@ -162,7 +162,7 @@ impl<S: ExpiryStore, C: Clock> Sweeper<S, C> {
             return Err(SweepError::Fatal(e));
         }
         Ok(SweepReport {
-            now: plan.window.now,
+            now: plan.window.until,
             deleted: counters.deleted.load(Ordering::Relaxed),
             skipped: counters.skipped.load(Ordering::Relaxed),
             errors: counters.errors.load(Ordering::Relaxed),

@@ -218,3 +218,134 @@ async fn an_index_that_stays_unreachable_is_fatal_after_the_retries() {
     assert!(matches!(result, Err(SweepError::Fatal(ref e)) if e.class == ErrorClass::Transient));
     assert_eq!(store.calls(Call::Query), 4);
 }
+
+mod daemon {
+    use super::*;
+    use precise_ttl_engine::{Daemon, DaemonConfig, SystemClock};
+
+    fn now() -> Timestamp {
+        SystemClock.now()
+    }
+
+    fn at(offset_ms: i64) -> String {
+        Timestamp::from_millis(now().as_millis() + offset_ms).to_epoch_seconds_text()
+    }
+
+    fn config(shards: u64) -> DaemonConfig {
+        let mut c = DaemonConfig::new(ShardCount::new(shards).unwrap());
+        c.poll_interval = Duration::from_millis(100);
+        c.horizon = Duration::from_secs(2);
+        c.lookback = Duration::from_millis(300);
+        c.page_size = 50;
+        c.backoff = Backoff {
+            base: Duration::from_millis(1),
+            cap: Duration::from_millis(20),
+            max_attempts: 20,
+        };
+        c
+    }
+
+    #[derive(Default)]
+    struct Lags(std::sync::Mutex<Vec<(String, i64)>>);
+    impl precise_ttl_engine::Observer<String> for Lags {
+        fn deleted(&self, key: &String, expiry: precise_ttl_core::Expiry, at: Timestamp) {
+            self.0.lock().unwrap().push((key.clone(), at.millis_since(expiry.at())));
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn deletes_backlog_and_fresh_expirations_on_time_and_spares_the_rest() {
+        let store = Arc::new(MemoryStore::new());
+        for i in 0..3000u16 {
+            store.put(format!("backlog-{i}"), num(at(-60_000 - i64::from(i)), i % 4));
+        }
+        for i in 0..200u16 {
+            store.put(format!("fresh-{i}"), num(at(300 + 5 * i64::from(i)), i % 4));
+        }
+        store.put("later", num(at(60_000), 1));
+        store.put("string", MemItem { ttl: MemTtl::Other("S"), shard: Some(0) });
+        let lags = Arc::new(Lags::default());
+        let daemon = Daemon::new(Arc::clone(&store), Arc::new(SystemClock), config(4)).with_observer(lags.clone());
+        let handle = daemon.handle();
+        let report = daemon.run(tokio::time::sleep(Duration::from_millis(2500))).await.unwrap();
+
+        assert_eq!(report.deleted, 3200);
+        assert_eq!((report.skipped, report.errors), (0, 0));
+        assert_eq!(store.len(), 2);
+        let lags = lags.0.lock().unwrap();
+        let fresh: Vec<i64> = lags.iter().filter(|(k, _)| k.starts_with("fresh")).map(|(_, l)| *l).collect();
+        assert_eq!(fresh.len(), 200);
+        assert!(fresh.iter().all(|l| *l >= 0), "never before the TTL");
+        let status = handle.status();
+        let watermark = status.watermark.expect("a watermark after complete reads");
+        assert!(now().millis_since(watermark) < 2000, "watermark {watermark:?} trails too far");
+        assert_eq!(status.backlog, 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_item_extended_before_its_expiry_survives_and_a_late_write_is_caught() {
+        let store = Arc::new(MemoryStore::new());
+        store.put("extended", num(at(800), 0));
+        store.put("plain", num(at(800), 0));
+        let daemon = Daemon::new(Arc::clone(&store), Arc::new(SystemClock), config(1));
+        let writer = {
+            let store = Arc::clone(&store);
+            async move {
+                // Read ahead already scheduled both; extend one of them, and write an item that
+                // expires before the next poll.
+                tokio::time::sleep(Duration::from_millis(400)).await;
+                store.put("extended", num(at(3_600_000), 0));
+                store.put("late", num(at(50), 0));
+                tokio::time::sleep(Duration::from_millis(1600)).await;
+            }
+        };
+        let report = daemon.run(writer).await.unwrap();
+        assert_eq!(report.deleted, 2, "plain and late");
+        assert!(store.get("extended").is_some());
+        assert!(store.get("plain").is_none() && store.get("late").is_none());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn throttling_is_absorbed_and_every_item_still_goes() {
+        let store = Arc::new(MemoryStore::new());
+        for i in 0..300u16 {
+            store.put(format!("k{i}"), num(at(-1000), i % 2));
+        }
+        store.inject(Call::Delete, ErrorClass::Throttled, 100);
+        store.inject(Call::Query, ErrorClass::Throttled, 10);
+        store.inject(Call::Delete, ErrorClass::Transient, 20);
+        let report = Daemon::new(Arc::clone(&store), Arc::new(SystemClock), config(2))
+            .run(tokio::time::sleep(Duration::from_secs(3)))
+            .await
+            .unwrap();
+        assert!(store.is_empty(), "{} left", store.len());
+        assert_eq!(report.deleted, 300);
+        assert!(report.throttled >= 10);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_rate_cap_is_respected() {
+        let store = Arc::new(MemoryStore::new());
+        for i in 0..1000u16 {
+            store.put(format!("k{i}"), num(at(-1000), 0));
+        }
+        let mut c = config(1);
+        c.max_deletes_per_second = Some(200.0);
+        let report = Daemon::new(Arc::clone(&store), Arc::new(SystemClock), c)
+            .run(tokio::time::sleep(Duration::from_secs(1)))
+            .await
+            .unwrap();
+        // One second at 200/s plus the initial burst (200/10 = 20).
+        assert!((150..=260).contains(&report.deleted), "{}", report.deleted);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fatal_error_stops_the_daemon() {
+        let store = Arc::new(MemoryStore::new());
+        store.inject(Call::Query, ErrorClass::Fatal, 1);
+        let result = Daemon::new(Arc::clone(&store), Arc::new(SystemClock), config(1))
+            .run(tokio::time::sleep(Duration::from_secs(30)))
+            .await;
+        assert!(result.is_err());
+    }
+}

@@ -1,0 +1,47 @@
+//! Every metric the engine emits, by name, in one place. The binary installs the recorder
+//! (Prometheus); without one, emitting is a no-op.
+
+/// Items deleted by us.
+pub const DELETED: &str = "precise_ttl_deleted_total";
+/// Conditional deletes that found the item changed (TTL extended, removed) or gone.
+pub const SKIPPED: &str = "precise_ttl_skipped_total";
+/// Deletes that still failed after every retry; the items stay due and are read again.
+pub const ERRORS: &str = "precise_ttl_errors_total";
+/// Calls the store throttled (each retried after a backoff).
+pub const THROTTLED: &str = "precise_ttl_throttled_total";
+/// Index queries sent, labelled `reader` = `head` (read-ahead) or `backlog`.
+pub const QUERIES: &str = "precise_ttl_queries_total";
+/// Seconds between an item's TTL and the acknowledgement of its delete.
+pub const LAG_SECONDS: &str = "precise_ttl_lag_seconds";
+/// Items known due and not yet deleted.
+pub const BACKLOG: &str = "precise_ttl_backlog_items";
+/// Items read ahead and waiting for their expiry instant.
+pub const SCHEDULED: &str = "precise_ttl_scheduled_items";
+/// Epoch seconds T such that every due item with TTL ≤ T is known deleted; label `shard`
+/// (a number, or `all` for the minimum over shards).
+pub const WATERMARK: &str = "precise_ttl_watermark_seconds";
+/// Seconds the overall watermark trails the clock.
+pub const WATERMARK_DELAY: &str = "precise_ttl_watermark_delay_seconds";
+/// The adaptive limit on delete requests in flight.
+pub const CONCURRENCY_LIMIT: &str = "precise_ttl_concurrency_limit";
+
+/// Histogram buckets for [`LAG_SECONDS`], dense where the product's promise lies (≤ 100 ms).
+pub const LAG_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0, 600.0,
+];
+
+/// Registers the descriptions shown in `/metrics`.
+pub fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(DELETED, "Items deleted by precise-ttl");
+    describe_counter!(SKIPPED, "Conditional deletes that found the item changed or gone");
+    describe_counter!(ERRORS, "Deletes that failed after every retry (items stay due)");
+    describe_counter!(THROTTLED, "Store calls that were throttled and retried");
+    describe_counter!(QUERIES, "Index queries sent");
+    describe_histogram!(LAG_SECONDS, Unit::Seconds, "Delay between an item's TTL and its deletion");
+    describe_gauge!(BACKLOG, "Items known due and not yet deleted");
+    describe_gauge!(SCHEDULED, "Items read ahead, waiting for their expiry");
+    describe_gauge!(WATERMARK, Unit::Seconds, "Every due item with TTL at or before this epoch second is deleted");
+    describe_gauge!(WATERMARK_DELAY, Unit::Seconds, "How far the overall watermark trails the clock");
+    describe_gauge!(CONCURRENCY_LIMIT, "Adaptive limit on delete requests in flight");
+}
