@@ -39,6 +39,11 @@ pub struct Cli {
 
 #[derive(Debug, Args)]
 pub struct Global {
+    /// A TOML file with settings (keys are flag names: table = "t", poll-interval = "250ms").
+    /// Flags and PRECISE_TTL_* variables take precedence over it
+    #[arg(long, env = "PRECISE_TTL_CONFIG", global = true, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
+
     /// The DynamoDB table to work on
     #[arg(long, env = "PRECISE_TTL_TABLE", global = true)]
     pub table: Option<String>,
@@ -157,6 +162,23 @@ Throttling and server errors are retried with exponential backoff and jitter. Pr
 deleted, skipped (changed since the query), errors.")]
     Sweep(SweepArgs),
 
+    /// Run the sweeper: delete every item at its expiry instant, until stopped
+    #[command(long_about = "\
+Run the sweeper as a service: every poll interval, read each shard's index for items expiring
+within the horizon, and delete each one at its exact expiry instant (conditionally, as sweep
+does). Items already overdue (after downtime, or a burst) are caught up oldest first at full
+speed with bounded memory, without delaying items that are expiring now.
+
+Throttling halves the number of deletes in flight, which then grows back (AIMD);
+--max-deletes-per-second caps the rate for budgeted write capacity. With --metrics-addr, serves
+Prometheus metrics on /metrics and a health check on /healthz.
+
+Stops cleanly on SIGTERM or SIGINT (finishing the deletes in flight) or after --for.")]
+    Run(RunArgs),
+
+    /// Show what is due per shard: items not yet deleted, the oldest, the next expiries
+    Status(StatusArgs),
+
     /// Show the whole thing working on a DynamoDB Local it starts itself
     #[command(long_about = "\
 Start DynamoDB Local (installing it on first use, unless --endpoint-url is given), create a table
@@ -231,6 +253,60 @@ pub struct SweepArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct RunArgs {
+    /// How often each shard's index is read (100ms at least)
+    #[arg(long, env = "PRECISE_TTL_POLL_INTERVAL", default_value = "1s", value_parser = poll_interval)]
+    pub poll_interval: Duration,
+
+    /// How far ahead each read looks, so items are deleted at their expiry instant
+    #[arg(long, env = "PRECISE_TTL_HORIZON", default_value = "5s", value_parser = duration)]
+    pub horizon: Duration,
+
+    /// How far back each read reaches, for items written late (at least the poll interval)
+    #[arg(long, env = "PRECISE_TTL_LOOKBACK", default_value = "2s", value_parser = duration)]
+    pub lookback: Duration,
+
+    /// Stop after this long (for scheduled runs, e.g. 55s every minute)
+    #[arg(long = "for", env = "PRECISE_TTL_FOR", value_parser = duration, value_name = "DURATION")]
+    pub run_for: Option<Duration>,
+
+    /// Serve /metrics (Prometheus) and /healthz here, e.g. 127.0.0.1:9464 (port 0: any free port)
+    #[arg(long, env = "PRECISE_TTL_METRICS_ADDR", value_name = "ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+
+    /// Cap on items deleted per second (default: as fast as the table allows)
+    #[arg(long, env = "PRECISE_TTL_MAX_DELETES_PER_SECOND", value_parser = positive_rate)]
+    pub max_deletes_per_second: Option<f64>,
+
+    /// Most delete requests in flight; the adaptive limit moves below it
+    #[arg(long, env = "PRECISE_TTL_CONCURRENCY", default_value_t = 64,
+          value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub concurrency: u64,
+
+    /// How deletes are sent: one DeleteItem per item, or PartiQL batches of up to 25
+    #[arg(long, env = "PRECISE_TTL_DELETE_MODE", default_value = "single")]
+    pub delete_mode: DeleteModeArg,
+
+    /// Keys read per index query
+    #[arg(long, env = "PRECISE_TTL_PAGE_SIZE", default_value_t = 500,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub page_size: u32,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum DeleteModeArg {
+    Single,
+    Batch,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Items that expire during the demo
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=100_000))]
@@ -245,6 +321,23 @@ pub struct DemoArgs {
     pub interval: Duration,
 }
 
-fn duration(s: &str) -> Result<Duration, String> {
+pub fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
+}
+
+pub fn poll_interval(s: &str) -> Result<Duration, String> {
+    let d = duration(s)?;
+    if d < Duration::from_millis(100) {
+        return Err(format!("{s:?} is below the minimum poll interval of 100ms"));
+    }
+    Ok(d)
+}
+
+pub fn positive_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!(
+            "{s:?} is not a positive number of deletes per second"
+        )),
+    }
 }

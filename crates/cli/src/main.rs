@@ -2,12 +2,16 @@
 //! turns its outcome into an exit code. The only place that prints errors or exits.
 
 mod args;
+mod config;
 mod demo;
+mod run_cmd;
+mod serve;
 mod setup_cmd;
+mod status_cmd;
 mod sweep_cmd;
 
 use args::{Cli, Command, LogFormat};
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use precise_ttl_dynamodb::{ConnectOptions, Dynamo};
 use std::process::ExitCode;
 
@@ -20,7 +24,18 @@ pub enum Outcome {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let mut cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    if let Some(path) = cli.global.config.clone()
+        && let Err(e) =
+            config::load(&path).and_then(|file| config::apply(&mut cli, &matches, file, &path))
+    {
+        eprintln!("error: {e:#}");
+        return ExitCode::from(2);
+    }
     init_logging(cli.global.log_format, cli.global.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -46,6 +61,8 @@ async fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match &cli.command {
         Command::Setup(args) => setup_cmd::run(&cli.global, args).await,
         Command::Sweep(args) => sweep_cmd::run(&cli.global, args).await,
+        Command::Run(args) => run_cmd::run(&cli.global, args).await,
+        Command::Status(args) => status_cmd::run(&cli.global, args).await,
         Command::Demo(args) => demo::run(&cli.global, args).await,
     }
 }

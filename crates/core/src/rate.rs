@@ -95,7 +95,8 @@ impl TokenBucket {
             self.tokens -= n;
             Ok(())
         } else {
-            Err(Duration::from_secs_f64((n - self.tokens) / self.rate).max(Duration::from_millis(1)))
+            Err(Duration::from_secs_f64((n - self.tokens) / self.rate)
+                .max(Duration::from_millis(1)))
         }
     }
 }
@@ -138,7 +139,10 @@ mod tests {
         }
         let wait = b.take(t0, 1.0).unwrap_err();
         assert_eq!(wait, Duration::from_millis(10));
-        assert!(b.take(t0.saturating_add(Duration::from_millis(10)), 1.0).is_ok());
+        assert!(
+            b.take(t0.saturating_add(Duration::from_millis(10)), 1.0)
+                .is_ok()
+        );
         // Over one simulated second at most rate + burst tokens are handed out.
         let mut taken = 0;
         for ms in 0..1000 {

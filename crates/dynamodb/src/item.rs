@@ -27,6 +27,24 @@ impl ItemKey {
     }
 }
 
+// Key attributes are S, N or B, whose equality is reflexive; that makes `Eq` sound. Numbers are
+// compared as DynamoDB returned them: the index and the table return one canonical text.
+impl Eq for ItemKey {}
+
+impl std::hash::Hash for ItemKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        for (name, value) in &self.0 {
+            name.hash(state);
+            match value {
+                AttributeValue::S(s) => (0u8, s.as_bytes()).hash(state),
+                AttributeValue::N(n) => (1u8, n.as_bytes()).hash(state),
+                AttributeValue::B(b) => (2u8, b.as_ref()).hash(state),
+                other => (3u8, format!("{other:?}")).hash(state),
+            }
+        }
+    }
+}
+
 impl fmt::Debug for ItemKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("{")?;

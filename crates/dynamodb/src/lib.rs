@@ -9,6 +9,7 @@ pub mod error;
 pub mod item;
 pub mod local;
 pub mod setup;
+pub mod status;
 pub mod store;
 pub mod table;
 
@@ -17,5 +18,5 @@ pub use error::AdapterError;
 pub use item::ItemKey;
 pub use local::DynamoDbLocal;
 pub use setup::{CreateTable, KeyAttribute, KeyType, SetupAction, SetupOptions, SetupReport};
-pub use store::DynamoStore;
+pub use store::{DeleteMode, DynamoStore};
 pub use table::TableShape;

@@ -5,7 +5,7 @@ use crate::connect::Dynamo;
 use crate::error::{AdapterError, store_error};
 use crate::item::ItemKey;
 use crate::table::TableShape;
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, BatchStatementErrorCodeEnum, BatchStatementRequest};
 use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Shard, TtlLayout};
 use precise_ttl_engine::{DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError};
 use std::collections::HashMap;
@@ -16,6 +16,20 @@ const KEY_CONDITION: &str = "#shard = :shard AND #ttl BETWEEN :oldest AND :now";
 // the rule out loud rather than leaning on that.
 const DELETE_CONDITION: &str = "attribute_type(#ttl, :number) AND #ttl BETWEEN :oldest AND :now";
 
+/// How deletes are sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeleteMode {
+    /// One conditional `DeleteItem` per item.
+    #[default]
+    Single,
+    /// PartiQL `BatchExecuteStatement`: up to 25 conditional `DELETE`s per request, each with
+    /// its own outcome. Same write capacity per item; fewer requests when many are due at once.
+    Batch,
+}
+
+/// The most statements DynamoDB takes in one `BatchExecuteStatement`.
+const MAX_BATCH_STATEMENTS: usize = 25;
+
 /// Sweeps one table through its expiry index.
 #[derive(Debug, Clone)]
 pub struct DynamoStore {
@@ -23,6 +37,9 @@ pub struct DynamoStore {
     table: String,
     layout: TtlLayout,
     key_names: Vec<String>,
+    mode: DeleteMode,
+    /// The PartiQL delete for this table's key, built once.
+    statement: String,
 }
 
 impl DynamoStore {
@@ -34,12 +51,21 @@ impl DynamoStore {
     ) -> Result<Self, AdapterError> {
         let shape = TableShape::require(&dynamo, table).await?;
         shape.ensure_sweepable(&layout)?;
+        let key_names = shape.key_names();
+        let statement = partiql_delete(table, &key_names, &layout.ttl_attribute);
         Ok(DynamoStore {
             dynamo,
             table: table.to_string(),
-            key_names: shape.key_names(),
+            key_names,
             layout,
+            mode: DeleteMode::Single,
+            statement,
         })
+    }
+
+    pub fn with_delete_mode(mut self, mode: DeleteMode) -> Self {
+        self.mode = mode;
+        self
     }
 
     pub fn table(&self) -> &str {
@@ -52,6 +78,34 @@ impl DynamoStore {
 
     fn names(&self) -> HashMap<String, String> {
         HashMap::from([("#ttl".to_string(), self.layout.ttl_attribute.clone())])
+    }
+}
+
+/// `DELETE FROM "t" WHERE "pk" = ? [AND "sk" = ?] AND attribute_type("ttl", 'N') AND "ttl" BETWEEN ? AND ?`
+fn partiql_delete(table: &str, key_names: &[String], ttl: &str) -> String {
+    let quote = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
+    let mut sql = format!("DELETE FROM {} WHERE ", quote(table));
+    for name in key_names {
+        sql.push_str(&format!("{} = ? AND ", quote(name)));
+    }
+    let t = quote(ttl);
+    sql.push_str(&format!("attribute_type({t}, 'N') AND {t} BETWEEN ? AND ?"));
+    sql
+}
+
+fn batch_error_class(code: Option<&BatchStatementErrorCodeEnum>) -> ErrorClass {
+    match code {
+        Some(BatchStatementErrorCodeEnum::ConditionalCheckFailed) => ErrorClass::ConditionFailed,
+        Some(
+            BatchStatementErrorCodeEnum::ThrottlingError
+            | BatchStatementErrorCodeEnum::ProvisionedThroughputExceeded
+            | BatchStatementErrorCodeEnum::RequestLimitExceeded,
+        ) => ErrorClass::Throttled,
+        Some(
+            BatchStatementErrorCodeEnum::InternalServerError
+            | BatchStatementErrorCodeEnum::TransactionConflict,
+        ) => ErrorClass::Transient,
+        _ => ErrorClass::Fatal,
     }
 }
 
@@ -151,6 +205,81 @@ impl ExpiryStore for DynamoStore {
                     Err(err)
                 }
             }
+        }
+    }
+
+    async fn delete_many_if_due(
+        &self,
+        keys: &[ItemKey],
+        window: DueWindow,
+    ) -> Vec<Result<DeleteOutcome, StoreError>> {
+        if self.mode == DeleteMode::Single || keys.len() == 1 {
+            let mut out = Vec::with_capacity(keys.len());
+            for key in keys {
+                out.push(self.delete_if_due(key, window).await);
+            }
+            return out;
+        }
+        let oldest = number(window.oldest.to_epoch_seconds_text());
+        let until = number(window.until.to_epoch_seconds_text());
+        let statements: Vec<BatchStatementRequest> = keys
+            .iter()
+            .map(|key| {
+                let mut params: Vec<AttributeValue> =
+                    key.attributes().iter().map(|(_, v)| v.clone()).collect();
+                params.push(oldest.clone());
+                params.push(until.clone());
+                BatchStatementRequest::builder()
+                    .statement(&self.statement)
+                    .set_parameters(Some(params))
+                    .build()
+                    .expect("statement is set")
+            })
+            .collect();
+        let result = self
+            .dynamo
+            .write
+            .batch_execute_statement()
+            .set_statements(Some(statements))
+            .send()
+            .await;
+        match result {
+            Err(e) => {
+                let err = store_error("BatchExecuteStatement", e);
+                keys.iter()
+                    .map(|_| Err(StoreError::new(err.class, err.message.clone())))
+                    .collect()
+            }
+            Ok(out) => {
+                let responses = out.responses();
+                (0..keys.len())
+                    .map(|i| match responses.get(i).and_then(|r| r.error()) {
+                        None if i < responses.len() => Ok(DeleteOutcome::Deleted),
+                        None => Err(StoreError::new(
+                            ErrorClass::Transient,
+                            "BatchExecuteStatement: missing response",
+                        )),
+                        Some(e) => match batch_error_class(e.code()) {
+                            ErrorClass::ConditionFailed => Ok(DeleteOutcome::NotDue),
+                            class => Err(StoreError::new(
+                                class,
+                                format!(
+                                    "BatchExecuteStatement: {}: {}",
+                                    e.code().map(|c| c.as_str()).unwrap_or("error"),
+                                    e.message().unwrap_or_default()
+                                ),
+                            )),
+                        },
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    fn max_batch(&self) -> usize {
+        match self.mode {
+            DeleteMode::Single => 1,
+            DeleteMode::Batch => MAX_BATCH_STATEMENTS,
         }
     }
 }

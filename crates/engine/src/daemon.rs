@@ -131,7 +131,9 @@ pub struct Daemon<S: ExpiryStore, C: Clock> {
 
 impl<S: ExpiryStore, C: Clock> std::fmt::Debug for Daemon<S, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Daemon").field("config", &self.config).finish_non_exhaustive()
+        f.debug_struct("Daemon")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
     }
 }
 
@@ -187,10 +189,18 @@ impl Coverage {
     }
 }
 
+/// How long a resolved key is remembered. A read that started before the key was resolved may
+/// still list it (the index had not caught up, or the delete landed while the page was in
+/// transit); admitting it again would cost a second, failing, conditional delete.
+const REMEMBER_RESOLVED: Duration = Duration::from_secs(15);
+
 /// Items read and not yet resolved: for de-duplication between readers and for the watermark.
 #[derive(Debug)]
 struct Pending<K> {
     keys: HashMap<K, (Shard, Expiry)>,
+    /// Keys resolved recently, with when, oldest first in `resolved_order`.
+    resolved: HashMap<K, Instant>,
+    resolved_order: VecDeque<(Instant, K)>,
     /// Per shard, a multiset of pending expiries.
     expiries: Vec<BTreeMap<Expiry, usize>>,
     coverage: Vec<Coverage>,
@@ -200,22 +210,31 @@ impl<K: Eq + std::hash::Hash + Clone> Pending<K> {
     fn new(shards: usize) -> Self {
         Pending {
             keys: HashMap::new(),
+            resolved: HashMap::new(),
+            resolved_order: VecDeque::new(),
             expiries: vec![BTreeMap::new(); shards],
             coverage: vec![Coverage::default(); shards],
         }
     }
 
-    /// Records an item as pending; false if it already was.
-    fn admit(&mut self, shard: Shard, item: &DueItem<K>) -> bool {
-        if self.keys.contains_key(&item.key) {
+    /// Records an item, from a read sent at `read_at`, as pending; false if it already was, or
+    /// was resolved after that read was sent.
+    fn admit(&mut self, shard: Shard, item: &DueItem<K>, read_at: Instant) -> bool {
+        if self.keys.contains_key(&item.key)
+            || self.resolved.get(&item.key).is_some_and(|t| *t >= read_at)
+        {
             return false;
         }
         self.keys.insert(item.key.clone(), (shard, item.expiry));
-        *self.expiries[shard.0 as usize].entry(item.expiry).or_default() += 1;
+        *self.expiries[shard.0 as usize]
+            .entry(item.expiry)
+            .or_default() += 1;
         true
     }
 
-    fn resolve(&mut self, key: &K) {
+    fn resolve(&mut self, key: &K, at: Instant) {
+        self.resolved.insert(key.clone(), at);
+        self.resolved_order.push_back((at, key.clone()));
         if let Some((shard, expiry)) = self.keys.remove(key) {
             let map = &mut self.expiries[shard.0 as usize];
             if let Some(n) = map.get_mut(&expiry) {
@@ -223,6 +242,18 @@ impl<K: Eq + std::hash::Hash + Clone> Pending<K> {
                 if *n == 0 {
                     map.remove(&expiry);
                 }
+            }
+        }
+    }
+
+    fn forget_resolved_before(&mut self, before: Instant) {
+        while let Some((at, _)) = self.resolved_order.front() {
+            if *at >= before {
+                break;
+            }
+            let (at, key) = self.resolved_order.pop_front().expect("front exists");
+            if self.resolved.get(&key) == Some(&at) {
+                self.resolved.remove(&key);
             }
         }
     }
@@ -292,7 +323,13 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
     /// Reads one window of a shard completely, handing each new item to `sink`.
     /// `Ok(n)`: pages read to the end, `n` new items. `Err`: transient trouble already logged,
     /// or a fatal error already reported.
-    async fn read_window<F, Fut>(&self, shard: Shard, window: DueWindow, reader: &'static str, mut sink: F) -> Result<usize, ()>
+    async fn read_window<F, Fut>(
+        &self,
+        shard: Shard,
+        window: DueWindow,
+        reader: &'static str,
+        mut sink: F,
+    ) -> Result<usize, ()>
     where
         F: FnMut(Work<S::Key>) -> Fut,
         Fut: Future<Output = bool>,
@@ -300,11 +337,17 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
         let mut cursor = None;
         let mut admitted = 0;
         loop {
-            let page = crate::retry::with_backoff(&self.config.backoff, || self.throttled(), || {
-                self.counters.queries.fetch_add(1, Ordering::Relaxed);
-                metrics::counter!(m::QUERIES, "reader" => reader).increment(1);
-                self.store.due_page(shard, window, cursor.clone(), self.config.page_size)
-            })
+            let read_at = Instant::now();
+            let page = crate::retry::with_backoff(
+                &self.config.backoff,
+                || self.throttled(),
+                || {
+                    self.counters.queries.fetch_add(1, Ordering::Relaxed);
+                    metrics::counter!(m::QUERIES, "reader" => reader).increment(1);
+                    self.store
+                        .due_page(shard, window, cursor.clone(), self.config.page_size)
+                },
+            )
             .await;
             let page = match page {
                 Ok(p) => p,
@@ -319,7 +362,7 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
             };
             self.observer.page(shard, page.items.len());
             for item in page.items {
-                if !lock(&self.pending).admit(shard, &item) {
+                if !lock(&self.pending).admit(shard, &item, read_at) {
                     continue;
                 }
                 admitted += 1;
@@ -358,7 +401,10 @@ impl<S: ExpiryStore, C: Clock> Daemon<S, C> {
 
     /// Runs until `shutdown` completes (a signal, a deadline) or a fatal error. On shutdown it
     /// stops reading, lets in-flight deletes finish (up to `drain_timeout`), and reports.
-    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<DaemonReport, DaemonError> {
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<DaemonReport, DaemonError> {
         let config = self.config.clone();
         let shards = config.shards.get() as usize;
         let (stop, stop_rx) = watch::channel(false);
@@ -383,13 +429,28 @@ impl<S: ExpiryStore, C: Clock> Daemon<S, C> {
         let (backlog_tx, backlog_rx) = mpsc::channel(shared.config.backlog_buffer.max(1));
         let mut readers = JoinSet::new();
         for shard in shared.config.shards.all() {
-            readers.spawn(head_reader(Arc::clone(&shared), shard, timely_tx.clone(), stop_rx.clone()));
-            readers.spawn(backlog_reader(Arc::clone(&shared), shard, backlog_tx.clone(), stop_rx.clone()));
+            readers.spawn(head_reader(
+                Arc::clone(&shared),
+                shard,
+                timely_tx.clone(),
+                stop_rx.clone(),
+            ));
+            readers.spawn(backlog_reader(
+                Arc::clone(&shared),
+                shard,
+                backlog_tx.clone(),
+                stop_rx.clone(),
+            ));
         }
         drop((timely_tx, backlog_tx));
         readers.spawn(status_loop(Arc::clone(&shared), stop_rx.clone()));
 
-        let dispatcher = tokio::spawn(dispatch(Arc::clone(&shared), timely_rx, backlog_rx, stop_rx.clone()));
+        let dispatcher = tokio::spawn(dispatch(
+            Arc::clone(&shared),
+            timely_rx,
+            backlog_rx,
+            stop_rx.clone(),
+        ));
         let mut stop_rx2 = stop_rx.clone();
         tokio::select! {
             _ = shutdown => tracing::info!("shutting down: finishing deletes in flight"),
@@ -439,7 +500,10 @@ async fn head_reader<S: ExpiryStore, C: Clock>(
             _ = tick.tick() => {}
         }
         let now = shared.clock.now();
-        let window = DueWindow::between(now.saturating_sub(lookback), now.saturating_add(config.horizon));
+        let window = DueWindow::between(
+            now.saturating_sub(lookback),
+            now.saturating_add(config.horizon),
+        );
         let read = shared
             .read_window(shard, window, "head", |w| {
                 let timely = timely.clone();
@@ -484,9 +548,14 @@ async fn backlog_reader<S: ExpiryStore, C: Clock>(
                 let mut pending = lock(&shared.pending);
                 let coverage = &mut pending.coverage[shard.0 as usize];
                 if coverage.error_generation == generation {
-                    coverage.backlog_bound = Some(coverage.backlog_bound.map_or(bound, |b| b.max(bound)));
+                    coverage.backlog_bound =
+                        Some(coverage.backlog_bound.map_or(bound, |b| b.max(bound)));
                 }
-                if found > 0 { config.poll_interval } else { idle }
+                if found > 0 {
+                    config.poll_interval
+                } else {
+                    idle
+                }
             }
             Err(()) => config.poll_interval,
         };
@@ -531,7 +600,9 @@ async fn dispatch<S: ExpiryStore, C: Clock>(
     let mut ready: VecDeque<Work<S::Key>> = VecDeque::new();
     let mut backlog: VecDeque<Work<S::Key>> = VecDeque::new();
     let mut seq = 0u64;
-    let mut bucket = config.max_deletes_per_second.map(|r| TokenBucket::new(r, (r / 10.0).max(max_batch as f64)));
+    let mut bucket = config
+        .max_deletes_per_second
+        .map(|r| TokenBucket::new(r, (r / 10.0).max(max_batch as f64)));
     let mut in_flight: JoinSet<Outcomes<S::Key>> = JoinSet::new();
     let mut timely_open = true;
     let mut backlog_open = true;
@@ -545,7 +616,11 @@ async fn dispatch<S: ExpiryStore, C: Clock>(
             match timely_rx.try_recv() {
                 Ok(w) => {
                     seq += 1;
-                    heap.push(Reverse(Scheduled { expiry: w.item.expiry, seq, work: w }));
+                    heap.push(Reverse(Scheduled {
+                        expiry: w.item.expiry,
+                        seq,
+                        work: w,
+                    }));
                 }
                 Err(_) => break,
             }
@@ -569,7 +644,13 @@ async fn dispatch<S: ExpiryStore, C: Clock>(
                 }
             }
         }
-        let source = if !ready.is_empty() { Some(&mut ready) } else if !backlog.is_empty() { Some(&mut backlog) } else { None };
+        let source = if !ready.is_empty() {
+            Some(&mut ready)
+        } else if !backlog.is_empty() {
+            Some(&mut backlog)
+        } else {
+            None
+        };
         if let (Some(queue), true) = (source, in_flight.len() < limit) {
             let n = queue.len().min(max_batch);
             if let Some(bucket) = bucket.as_mut()
@@ -588,8 +669,10 @@ async fn dispatch<S: ExpiryStore, C: Clock>(
 
         // Nothing to send right now: wait for the next event.
         let next_expiry = heap.peek().map(|Reverse(s)| s.expiry.at());
-        let sleep_for = next_expiry.map(|t| Duration::from_millis(t.millis_since(shared.clock.now()).max(0) as u64));
-        let can_take_backlog = backlog.is_empty() && ready.is_empty() && in_flight.len() < limit && backlog_open;
+        let sleep_for = next_expiry
+            .map(|t| Duration::from_millis(t.millis_since(shared.clock.now()).max(0) as u64));
+        let can_take_backlog =
+            backlog.is_empty() && ready.is_empty() && in_flight.len() < limit && backlog_open;
         tokio::select! {
             biased;
             _ = stopped(&mut stop) => break,
@@ -616,7 +699,10 @@ async fn dispatch<S: ExpiryStore, C: Clock>(
             Ok(Some(done)) => settle(&shared, done),
             Ok(None) => break,
             Err(_) => {
-                tracing::warn!(in_flight = in_flight.len(), "deletes still in flight at the drain timeout; abandoning them (they are idempotent)");
+                tracing::warn!(
+                    in_flight = in_flight.len(),
+                    "deletes still in flight at the drain timeout; abandoning them (they are idempotent)"
+                );
                 in_flight.abort_all();
                 break;
             }
@@ -631,15 +717,19 @@ async fn sleep_opt(d: Option<Duration>) {
     }
 }
 
-fn settle<S: ExpiryStore, C: Clock>(shared: &Shared<S, C>, done: Result<Outcomes<S::Key>, tokio::task::JoinError>) {
+fn settle<S: ExpiryStore, C: Clock>(
+    shared: &Shared<S, C>,
+    done: Result<Outcomes<S::Key>, tokio::task::JoinError>,
+) {
     let outcomes = match done {
         Ok(o) => o,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         Err(_) => return,
     };
+    let resolved_at = Instant::now();
     for (work, result, acked) in outcomes {
         let mut pending = lock(&shared.pending);
-        pending.resolve(&work.item.key);
+        pending.resolve(&work.item.key, resolved_at);
         match result {
             Ok(DeleteOutcome::Deleted) => {
                 drop(pending);
@@ -648,7 +738,9 @@ fn settle<S: ExpiryStore, C: Clock>(shared: &Shared<S, C>, done: Result<Outcomes
                 let lag = acked.millis_since(work.item.expiry.at()).max(0) as f64 / 1000.0;
                 metrics::histogram!(m::LAG_SECONDS).record(lag);
                 lock(&shared.aimd).on_success();
-                shared.observer.deleted(&work.item.key, work.item.expiry, acked);
+                shared
+                    .observer
+                    .deleted(&work.item.key, work.item.expiry, acked);
             }
             Ok(DeleteOutcome::NotDue) => {
                 drop(pending);
@@ -673,7 +765,10 @@ fn settle<S: ExpiryStore, C: Clock>(shared: &Shared<S, C>, done: Result<Outcomes
 }
 
 /// Deletes a batch, retrying the items whose failure is retryable, each with a fresh window.
-async fn delete_batch<S: ExpiryStore, C: Clock>(shared: Arc<Shared<S, C>>, batch: Vec<Work<S::Key>>) -> Outcomes<S::Key> {
+async fn delete_batch<S: ExpiryStore, C: Clock>(
+    shared: Arc<Shared<S, C>>,
+    batch: Vec<Work<S::Key>>,
+) -> Outcomes<S::Key> {
     let mut done = Vec::with_capacity(batch.len());
     let mut todo = batch;
     let mut attempt = 1;
@@ -690,7 +785,9 @@ async fn delete_batch<S: ExpiryStore, C: Clock>(shared: Arc<Shared<S, C>>, batch
         let mut throttled = false;
         for (work, result) in todo.into_iter().zip(results) {
             match result {
-                Err(e) if e.class.is_retryable() && shared.config.backoff.may_retry_after(attempt) => {
+                Err(e)
+                    if e.class.is_retryable() && shared.config.backoff.may_retry_after(attempt) =>
+                {
                     throttled |= e.class == ErrorClass::Throttled;
                     retry.push(work);
                 }
@@ -711,9 +808,13 @@ async fn delete_batch<S: ExpiryStore, C: Clock>(shared: Arc<Shared<S, C>>, batch
 
 fn publish_status<S: ExpiryStore, C: Clock>(shared: &Shared<S, C>) {
     let now = shared.clock.now();
-    let pending = lock(&shared.pending);
-    let shard_watermarks: Vec<Option<Timestamp>> =
-        (0..pending.coverage.len()).map(|s| pending.watermark(s, now)).collect();
+    let mut pending = lock(&shared.pending);
+    if let Some(before) = Instant::now().checked_sub(REMEMBER_RESOLVED) {
+        pending.forget_resolved_before(before);
+    }
+    let shard_watermarks: Vec<Option<Timestamp>> = (0..pending.coverage.len())
+        .map(|s| pending.watermark(s, now))
+        .collect();
     let (backlog, scheduled) = pending.due_count(now);
     drop(pending);
     let overall = if shard_watermarks.iter().all(Option::is_some) {
@@ -739,7 +840,10 @@ fn publish_status<S: ExpiryStore, C: Clock>(shared: &Shared<S, C>) {
     status.shard_watermarks = shard_watermarks;
 }
 
-async fn status_loop<S: ExpiryStore, C: Clock>(shared: Arc<Shared<S, C>>, mut stop: watch::Receiver<bool>) {
+async fn status_loop<S: ExpiryStore, C: Clock>(
+    shared: Arc<Shared<S, C>>,
+    mut stop: watch::Receiver<bool>,
+) {
     loop {
         publish_status(&shared);
         tokio::select! {
@@ -759,7 +863,11 @@ mod tests {
         let mut c = Coverage::default();
         assert_eq!(c.covered(), None);
         c.head_read(t(98), t(100));
-        assert_eq!(c.covered(), None, "nothing older is known until a backlog pass completes");
+        assert_eq!(
+            c.covered(),
+            None,
+            "nothing older is known until a backlog pass completes"
+        );
         c.backlog_bound = Some(t(99));
         assert_eq!(c.covered(), Some(t(100)));
         c.head_read(t(99), t(101));
@@ -775,12 +883,34 @@ mod tests {
         let mut p: Pending<&str> = Pending::new(1);
         let t = |s| Timestamp::from_secs(s);
         p.coverage[0].backlog_bound = Some(t(100));
-        assert!(p.admit(Shard(0), &DueItem { key: "a", expiry: Expiry::at_instant(t(90)) }));
-        assert!(!p.admit(Shard(0), &DueItem { key: "a", expiry: Expiry::at_instant(t(90)) }));
+        let item = DueItem {
+            key: "a",
+            expiry: Expiry::at_instant(t(90)),
+        };
+        let read = Instant::now();
+        assert!(p.admit(Shard(0), &item, read));
+        assert!(!p.admit(Shard(0), &item, read), "already pending");
         assert_eq!(p.watermark(0, t(200)), Some(Timestamp::from_millis(89_999)));
         assert_eq!(p.due_count(t(200)), (1, 0));
-        p.resolve(&"a");
+        let resolved = Instant::now();
+        p.resolve(&"a", resolved);
         assert_eq!(p.watermark(0, t(200)), Some(t(100)));
-        assert_eq!(p.watermark(0, t(50)), Some(t(50)), "never ahead of the clock");
+        assert!(
+            !p.admit(Shard(0), &item, read),
+            "a read sent before the delete may still list it"
+        );
+        let later = Instant::now() + Duration::from_millis(1);
+        assert!(
+            p.admit(Shard(0), &item, later),
+            "a read sent after it means the item came back"
+        );
+        p.resolve(&"a", later);
+        p.forget_resolved_before(later + Duration::from_millis(1));
+        assert!(p.resolved.is_empty() && p.resolved_order.is_empty());
+        assert_eq!(
+            p.watermark(0, t(50)),
+            Some(t(50)),
+            "never ahead of the clock"
+        );
     }
 }

@@ -32,16 +32,37 @@ pub const LAG_BUCKETS: &[f64] = &[
 
 /// Registers the descriptions shown in `/metrics`.
 pub fn describe() {
-    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
     describe_counter!(DELETED, "Items deleted by precise-ttl");
-    describe_counter!(SKIPPED, "Conditional deletes that found the item changed or gone");
-    describe_counter!(ERRORS, "Deletes that failed after every retry (items stay due)");
+    describe_counter!(
+        SKIPPED,
+        "Conditional deletes that found the item changed or gone"
+    );
+    describe_counter!(
+        ERRORS,
+        "Deletes that failed after every retry (items stay due)"
+    );
     describe_counter!(THROTTLED, "Store calls that were throttled and retried");
     describe_counter!(QUERIES, "Index queries sent");
-    describe_histogram!(LAG_SECONDS, Unit::Seconds, "Delay between an item's TTL and its deletion");
+    describe_histogram!(
+        LAG_SECONDS,
+        Unit::Seconds,
+        "Delay between an item's TTL and its deletion"
+    );
     describe_gauge!(BACKLOG, "Items known due and not yet deleted");
     describe_gauge!(SCHEDULED, "Items read ahead, waiting for their expiry");
-    describe_gauge!(WATERMARK, Unit::Seconds, "Every due item with TTL at or before this epoch second is deleted");
-    describe_gauge!(WATERMARK_DELAY, Unit::Seconds, "How far the overall watermark trails the clock");
-    describe_gauge!(CONCURRENCY_LIMIT, "Adaptive limit on delete requests in flight");
+    describe_gauge!(
+        WATERMARK,
+        Unit::Seconds,
+        "Every due item with TTL at or before this epoch second is deleted"
+    );
+    describe_gauge!(
+        WATERMARK_DELAY,
+        Unit::Seconds,
+        "How far the overall watermark trails the clock"
+    );
+    describe_gauge!(
+        CONCURRENCY_LIMIT,
+        "Adaptive limit on delete requests in flight"
+    );
 }

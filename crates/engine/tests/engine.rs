@@ -249,7 +249,10 @@ mod daemon {
     struct Lags(std::sync::Mutex<Vec<(String, i64)>>);
     impl precise_ttl_engine::Observer<String> for Lags {
         fn deleted(&self, key: &String, expiry: precise_ttl_core::Expiry, at: Timestamp) {
-            self.0.lock().unwrap().push((key.clone(), at.millis_since(expiry.at())));
+            self.0
+                .lock()
+                .unwrap()
+                .push((key.clone(), at.millis_since(expiry.at())));
         }
     }
 
@@ -257,28 +260,48 @@ mod daemon {
     async fn deletes_backlog_and_fresh_expirations_on_time_and_spares_the_rest() {
         let store = Arc::new(MemoryStore::new());
         for i in 0..3000u16 {
-            store.put(format!("backlog-{i}"), num(at(-60_000 - i64::from(i)), i % 4));
+            store.put(
+                format!("backlog-{i}"),
+                num(at(-60_000 - i64::from(i)), i % 4),
+            );
         }
         for i in 0..200u16 {
             store.put(format!("fresh-{i}"), num(at(300 + 5 * i64::from(i)), i % 4));
         }
         store.put("later", num(at(60_000), 1));
-        store.put("string", MemItem { ttl: MemTtl::Other("S"), shard: Some(0) });
+        store.put(
+            "string",
+            MemItem {
+                ttl: MemTtl::Other("S"),
+                shard: Some(0),
+            },
+        );
         let lags = Arc::new(Lags::default());
-        let daemon = Daemon::new(Arc::clone(&store), Arc::new(SystemClock), config(4)).with_observer(lags.clone());
+        let daemon = Daemon::new(Arc::clone(&store), Arc::new(SystemClock), config(4))
+            .with_observer(lags.clone());
         let handle = daemon.handle();
-        let report = daemon.run(tokio::time::sleep(Duration::from_millis(2500))).await.unwrap();
+        let report = daemon
+            .run(tokio::time::sleep(Duration::from_millis(2500)))
+            .await
+            .unwrap();
 
         assert_eq!(report.deleted, 3200);
         assert_eq!((report.skipped, report.errors), (0, 0));
         assert_eq!(store.len(), 2);
         let lags = lags.0.lock().unwrap();
-        let fresh: Vec<i64> = lags.iter().filter(|(k, _)| k.starts_with("fresh")).map(|(_, l)| *l).collect();
+        let fresh: Vec<i64> = lags
+            .iter()
+            .filter(|(k, _)| k.starts_with("fresh"))
+            .map(|(_, l)| *l)
+            .collect();
         assert_eq!(fresh.len(), 200);
         assert!(fresh.iter().all(|l| *l >= 0), "never before the TTL");
         let status = handle.status();
         let watermark = status.watermark.expect("a watermark after complete reads");
-        assert!(now().millis_since(watermark) < 2000, "watermark {watermark:?} trails too far");
+        assert!(
+            now().millis_since(watermark) < 2000,
+            "watermark {watermark:?} trails too far"
+        );
         assert_eq!(status.backlog, 0);
     }
 

@@ -1,0 +1,538 @@
+//! The analysis itself: [`analyze`] turns an [`Inputs`] event log into a [`Report`], and the
+//! report's types.
+//!
+//! Rules:
+//! - Only the *first* REMOVE record of a key counts; later ones are duplicates.
+//! - Lag = `seen_ms − ttl_ms`, over `Expire` items only. Percentiles come from an HDR histogram
+//!   with 3 significant digits (exact for values below 2048 ms) over lags clamped at 0; a negative
+//!   lag is also a wrong deletion.
+//! - Throughput counts the first removals of `Expire` and `Backlog` items.
+
+use std::collections::{BTreeMap, HashMap};
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::input::{Expectation, Inputs};
+
+/// How many left-behind keys a report lists (the total is always given).
+pub const LEFT_BEHIND_LISTED: usize = 20;
+
+/// Significant digits of every lag histogram.
+const SIGFIG: u8 = 3;
+
+/// Target number of regular buckets in [`Report::lag_histogram`].
+const HIST_BUCKETS: u64 = 40;
+
+/// The analysis of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// When the run happened.
+    pub run: RunInfo,
+    /// How many items of each kind, and how many were removed.
+    pub counts: Counts,
+    /// Deletion lag over `Expire` items; `None` when none was removed.
+    pub lag: Option<LagStats>,
+    /// Deletions that must not have happened, sorted by time seen.
+    pub wrong: Vec<WrongDeletion>,
+    /// Items that should have been deleted but were not, and other inconsistencies.
+    pub left_behind: LeftBehind,
+    /// Deletion rate of `Expire` and `Backlog` items.
+    pub throughput: Throughput,
+    /// Catch-up of items already expired at start.
+    pub backlog: BacklogStats,
+    /// One point per removed `Expire` item, sorted by time, for plotting.
+    pub lag_points: Vec<LagPoint>,
+    /// Per-second deletions and p99 lag: every second of the run, and any second outside it that
+    /// holds an `Expire`/`Backlog` deletion.
+    pub per_second: Vec<SecondStats>,
+    /// Lag histogram over `Expire` items (clamped at 0); the last bucket may be an overflow bucket.
+    pub lag_histogram: Vec<HistBucket>,
+}
+
+/// When the run happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// Sweeper start, epoch ms.
+    pub started_ms: i64,
+    /// Run end, epoch ms.
+    pub ended_ms: i64,
+    /// `ended_ms − started_ms`, in seconds.
+    pub duration_s: f64,
+    /// Measured stream observation delay in ms, as given.
+    pub observer_error_ms: Option<f64>,
+}
+
+/// Counts of planted items and removals.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Distinct planted keys.
+    pub planted: u64,
+    /// Planted `Expire` items.
+    pub expire: u64,
+    /// Planted `Backlog` items.
+    pub backlog: u64,
+    /// Planted `Survive` items.
+    pub survive: u64,
+    /// Planted entries whose key was already planted (the first one wins).
+    pub duplicate_planted: u64,
+    /// `expire + backlog`: how many deletions the run should produce.
+    pub expected_deletions: u64,
+    /// REMOVE records seen, duplicates included.
+    pub removal_records: u64,
+    /// Distinct keys removed.
+    pub removed_keys: u64,
+    /// Distinct `Expire`/`Backlog` keys removed (early ones included).
+    pub deleted: u64,
+    /// REMOVE records beyond the first for their key.
+    pub duplicate_removals: u64,
+}
+
+/// Deletion lag over `Expire` items, in ms.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LagStats {
+    /// Removed `Expire` items.
+    pub count: u64,
+    /// Median lag.
+    pub p50_ms: u64,
+    /// 90th percentile.
+    pub p90_ms: u64,
+    /// 99th percentile.
+    pub p99_ms: u64,
+    /// 99.9th percentile.
+    pub p999_ms: u64,
+    /// Largest lag (exact).
+    pub max_ms: u64,
+    /// Mean lag (exact, over lags clamped at 0).
+    pub mean_ms: f64,
+    /// How many were removed before their TTL (counted here as lag 0, and listed as wrong).
+    pub early: u64,
+}
+
+/// Why a deletion was wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WrongKind {
+    /// An `Expire` or `Backlog` item removed before its TTL.
+    Early {
+        /// How long before its TTL.
+        by_ms: i64,
+    },
+    /// A `Survive` item was removed.
+    Survivor {
+        /// Its label.
+        why: String,
+    },
+    /// A key that was never planted was removed.
+    Unknown,
+}
+
+/// A deletion that must not have happened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WrongDeletion {
+    /// The removed key.
+    pub key: String,
+    /// When its (first) REMOVE record was seen, epoch ms.
+    pub seen_ms: i64,
+    /// Human-readable reason.
+    pub reason: String,
+    /// Machine-readable reason.
+    pub kind: WrongKind,
+}
+
+/// Items that should be gone but are not, and inconsistencies with the final scan.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftBehind {
+    /// `Expire`/`Backlog` items with no REMOVE record.
+    pub total: u64,
+    /// The first [`LEFT_BEHIND_LISTED`] of them, sorted.
+    pub keys: Vec<String>,
+    /// `Expire`/`Backlog` items still present in the final scan.
+    pub still_present: u64,
+    /// Keys with a REMOVE record that are still present in the final scan.
+    pub removed_but_present: u64,
+    /// `Survive` items absent from the final scan although no REMOVE record was seen for them.
+    pub survivors_missing: u64,
+}
+
+/// Deletion rate of `Expire` and `Backlog` items.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Throughput {
+    /// Deletions counted (first removals of `Expire`/`Backlog` keys).
+    pub deletions: u64,
+    /// First such removal, epoch ms.
+    pub first_ms: Option<i64>,
+    /// Last such removal, epoch ms.
+    pub last_ms: Option<i64>,
+    /// `deletions / (last − first)`, per second; `None` under two distinct instants.
+    pub per_s: Option<f64>,
+    /// Highest count in one second of [`Report::per_second`].
+    pub peak_per_s: u64,
+}
+
+/// Catch-up of the items already expired at start.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BacklogStats {
+    /// Planted `Backlog` items.
+    pub count: u64,
+    /// How many were removed.
+    pub removed: u64,
+    /// Last backlog removal − run start, ms; `None` unless every backlog item was removed.
+    pub time_to_clear_ms: Option<i64>,
+    /// `removed / (last backlog removal − run start)`, per second.
+    pub per_s: Option<f64>,
+}
+
+/// One removed `Expire` item, for the scatter plot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LagPoint {
+    /// Seconds since the run started.
+    pub t_s: f64,
+    /// Lag in ms (negative: removed early).
+    pub lag_ms: i64,
+}
+
+/// One second of the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecondStats {
+    /// Whole seconds since the run started (`floor`, may be negative).
+    pub second: i64,
+    /// `Expire`/`Backlog` deletions seen in that second.
+    pub deletions: u64,
+    /// p99 lag (clamped at 0) of `Expire` items seen in that second.
+    pub p99_lag_ms: Option<u64>,
+}
+
+/// One bar of the lag histogram: lags in `lo_ms..=hi_ms`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistBucket {
+    /// Lowest lag in the bucket.
+    pub lo_ms: u64,
+    /// Highest lag in the bucket (for the overflow bucket: the maximum lag).
+    pub hi_ms: u64,
+    /// Items in the bucket.
+    pub count: u64,
+    /// Whether this is the bucket of lags above p99.9 (drawn apart).
+    pub overflow: bool,
+}
+
+/// Analyze one run.
+pub fn analyze(inputs: &Inputs) -> Report {
+    let start = inputs.run_started_ms;
+
+    // Planted items, first entry per key wins.
+    let mut counts = Counts::default();
+    let mut planted: HashMap<&str, &Expectation> = HashMap::with_capacity(inputs.planted.len());
+    for p in &inputs.planted {
+        if planted.contains_key(p.key.as_str()) {
+            counts.duplicate_planted += 1;
+            continue;
+        }
+        planted.insert(&p.key, &p.expect);
+        match p.expect {
+            Expectation::Expire { .. } => counts.expire += 1,
+            Expectation::Backlog { .. } => counts.backlog += 1,
+            Expectation::Survive { .. } => counts.survive += 1,
+        }
+    }
+    counts.planted = planted.len() as u64;
+    counts.expected_deletions = counts.expire + counts.backlog;
+
+    // First removal per key, in time order (stable: ties keep input order).
+    let mut removals: Vec<_> = inputs.removals.iter().collect();
+    removals.sort_by_key(|r| r.seen_ms);
+    let mut first_seen: HashMap<&str, i64> = HashMap::with_capacity(removals.len());
+    let mut firsts = Vec::with_capacity(removals.len());
+    for r in &removals {
+        if first_seen.contains_key(r.key.as_str()) {
+            counts.duplicate_removals += 1;
+        } else {
+            first_seen.insert(&r.key, r.seen_ms);
+            firsts.push(*r);
+        }
+    }
+    counts.removal_records = inputs.removals.len() as u64;
+    counts.removed_keys = firsts.len() as u64;
+
+    let mut wrong = Vec::new();
+    let mut lags_clamped: Vec<u64> = Vec::new();
+    let mut lag_points = Vec::new();
+    let mut early = 0u64;
+    let mut deletion_times = Vec::new();
+    let mut backlog_removed = 0u64;
+    let mut backlog_last: Option<i64> = None;
+    // second -> (deletions, lags clamped)
+    let mut seconds: BTreeMap<i64, (u64, Vec<u64>)> = BTreeMap::new();
+
+    for r in &firsts {
+        let second = (r.seen_ms - start).div_euclid(1000);
+        let (ttl_ms, is_expire) = match planted.get(r.key.as_str()).copied() {
+            None => {
+                wrong.push(WrongDeletion {
+                    key: r.key.clone(),
+                    seen_ms: r.seen_ms,
+                    reason: "deleted but never planted".to_owned(),
+                    kind: WrongKind::Unknown,
+                });
+                continue;
+            }
+            Some(Expectation::Survive { why }) => {
+                wrong.push(WrongDeletion {
+                    key: r.key.clone(),
+                    seen_ms: r.seen_ms,
+                    reason: format!("must survive ({why})"),
+                    kind: WrongKind::Survivor { why: why.clone() },
+                });
+                continue;
+            }
+            Some(Expectation::Expire { ttl_ms }) => (*ttl_ms, true),
+            Some(Expectation::Backlog { ttl_ms }) => (*ttl_ms, false),
+        };
+        let lag = r.seen_ms - ttl_ms;
+        if lag < 0 {
+            wrong.push(WrongDeletion {
+                key: r.key.clone(),
+                seen_ms: r.seen_ms,
+                reason: format!("deleted before its TTL (by {} ms)", -lag),
+                kind: WrongKind::Early { by_ms: -lag },
+            });
+        }
+        counts.deleted += 1;
+        deletion_times.push(r.seen_ms);
+        let slot = seconds.entry(second).or_default();
+        slot.0 += 1;
+        if is_expire {
+            let clamped = lag.max(0) as u64;
+            if lag < 0 {
+                early += 1;
+            }
+            lags_clamped.push(clamped);
+            slot.1.push(clamped);
+            lag_points.push(LagPoint {
+                t_s: (r.seen_ms - start) as f64 / 1000.0,
+                lag_ms: lag,
+            });
+        } else {
+            backlog_removed += 1;
+            backlog_last = Some(r.seen_ms);
+        }
+    }
+
+    let lag = lag_stats(&lags_clamped, early);
+    let lag_histogram = lag
+        .as_ref()
+        .map(|l| histogram_buckets(&lags_clamped, l.p999_ms, l.max_ms))
+        .unwrap_or_default();
+
+    // Left behind and scan consistency.
+    let mut left_keys: Vec<&str> = Vec::new();
+    let mut left_behind = LeftBehind::default();
+    let mut survivors_missing = 0u64;
+    for (key, expect) in &planted {
+        let removed = first_seen.contains_key(key);
+        let present = inputs.present_at_end.contains(*key);
+        match expect {
+            Expectation::Expire { .. } | Expectation::Backlog { .. } => {
+                if !removed {
+                    left_keys.push(key);
+                }
+                if present {
+                    left_behind.still_present += 1;
+                }
+            }
+            Expectation::Survive { .. } => {
+                if !removed && !present {
+                    survivors_missing += 1;
+                }
+            }
+        }
+    }
+    left_keys.sort_unstable();
+    left_behind.total = left_keys.len() as u64;
+    left_behind.keys = left_keys
+        .iter()
+        .take(LEFT_BEHIND_LISTED)
+        .map(|k| (*k).to_owned())
+        .collect();
+    left_behind.removed_but_present = first_seen
+        .keys()
+        .filter(|k| inputs.present_at_end.contains(**k))
+        .count() as u64;
+    left_behind.survivors_missing = survivors_missing;
+
+    // Per-second series over the whole run, plus any second holding a removal outside it.
+    // A run of exactly N seconds spans seconds 0..N-1.
+    let end_second = (inputs.run_ended_ms - start - 1).div_euclid(1000).max(0);
+    let lo = seconds.keys().next().copied().unwrap_or(0).min(0);
+    let hi = seconds
+        .keys()
+        .next_back()
+        .copied()
+        .unwrap_or(0)
+        .max(end_second);
+    let per_second: Vec<SecondStats> = (lo..=hi)
+        .map(|second| match seconds.get(&second) {
+            Some((deletions, lags)) => SecondStats {
+                second,
+                deletions: *deletions,
+                p99_lag_ms: (!lags.is_empty()).then(|| histogram(lags).value_at_quantile(0.99)),
+            },
+            None => SecondStats {
+                second,
+                deletions: 0,
+                p99_lag_ms: None,
+            },
+        })
+        .collect();
+
+    let first_ms = deletion_times.first().copied();
+    let last_ms = deletion_times.last().copied();
+    let throughput = Throughput {
+        deletions: deletion_times.len() as u64,
+        first_ms,
+        last_ms,
+        per_s: match (first_ms, last_ms) {
+            (Some(f), Some(l)) if l > f => {
+                Some(deletion_times.len() as f64 / ((l - f) as f64 / 1000.0))
+            }
+            _ => None,
+        },
+        peak_per_s: per_second.iter().map(|s| s.deletions).max().unwrap_or(0),
+    };
+
+    let backlog = BacklogStats {
+        count: counts.backlog,
+        removed: backlog_removed,
+        time_to_clear_ms: backlog_last
+            .filter(|_| backlog_removed == counts.backlog)
+            .map(|l| l - start),
+        per_s: backlog_last
+            .filter(|l| *l > start)
+            .map(|l| backlog_removed as f64 / ((l - start) as f64 / 1000.0)),
+    };
+
+    Report {
+        run: RunInfo {
+            started_ms: start,
+            ended_ms: inputs.run_ended_ms,
+            duration_s: (inputs.run_ended_ms - start) as f64 / 1000.0,
+            observer_error_ms: inputs.observer_error_ms,
+        },
+        counts,
+        lag,
+        wrong,
+        left_behind,
+        throughput,
+        backlog,
+        lag_points,
+        per_second,
+        lag_histogram,
+    }
+}
+
+/// An auto-resizing HDR histogram of `values`.
+fn histogram(values: &[u64]) -> Histogram<u64> {
+    let mut h = Histogram::<u64>::new(SIGFIG).expect("3 significant digits is a valid precision");
+    for v in values {
+        h.saturating_record(*v);
+    }
+    h
+}
+
+/// Lag statistics over clamped lags; `None` when there are none.
+fn lag_stats(lags: &[u64], early: u64) -> Option<LagStats> {
+    if lags.is_empty() {
+        return None;
+    }
+    let h = histogram(lags);
+    let max = lags.iter().copied().max().unwrap_or(0);
+    // Above 2047 ms a bucket spans more than 1 ms; never report a percentile above the exact max.
+    let q = |q: f64| h.value_at_quantile(q).min(max);
+    let sum: u128 = lags.iter().map(|v| u128::from(*v)).sum();
+    Some(LagStats {
+        count: lags.len() as u64,
+        p50_ms: q(0.50),
+        p90_ms: q(0.90),
+        p99_ms: q(0.99),
+        p999_ms: q(0.999),
+        max_ms: max,
+        mean_ms: sum as f64 / lags.len() as f64,
+        early,
+    })
+}
+
+/// Buckets of a "nice" width (1, 2 or 5 × 10ⁿ ms) covering `0..=p999`, plus one overflow bucket
+/// for the lags above the last regular bucket when there are any.
+fn histogram_buckets(lags: &[u64], p999: u64, max: u64) -> Vec<HistBucket> {
+    let limit = p999.min(max);
+    let width = nice_width(limit / HIST_BUCKETS + 1);
+    let n = limit / width + 1;
+    // Regular buckets end at `edge`, which is at least `limit`.
+    let edge = n * width - 1;
+    let mut buckets: Vec<HistBucket> = (0..n)
+        .map(|i| HistBucket {
+            lo_ms: i * width,
+            hi_ms: i * width + width - 1,
+            count: 0,
+            overflow: false,
+        })
+        .collect();
+    let mut overflow = 0u64;
+    for &v in lags {
+        if v > edge {
+            overflow += 1;
+        } else {
+            buckets[(v / width) as usize].count += 1;
+        }
+    }
+    if overflow > 0 {
+        buckets.push(HistBucket {
+            lo_ms: edge + 1,
+            hi_ms: max,
+            count: overflow,
+            overflow: true,
+        });
+    }
+    buckets
+}
+
+/// The smallest of 1, 2, 5, 10, 20, 50, … that is at least `min` (and at least 1).
+fn nice_width(min: u64) -> u64 {
+    let mut scale = 1u64;
+    loop {
+        for m in [1, 2, 5] {
+            let w = m * scale;
+            if w >= min {
+                return w;
+            }
+        }
+        scale = scale.saturating_mul(10);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nice_widths() {
+        assert_eq!(nice_width(0), 1);
+        assert_eq!(nice_width(1), 1);
+        assert_eq!(nice_width(3), 5);
+        assert_eq!(nice_width(6), 10);
+        assert_eq!(nice_width(11), 20);
+        assert_eq!(nice_width(201), 500);
+    }
+
+    #[test]
+    fn buckets_cover_every_lag_once() {
+        let lags: Vec<u64> = (0..=1000).chain([50_000]).collect();
+        let buckets = histogram_buckets(&lags, 1000, 50_000);
+        let total: u64 = buckets.iter().map(|b| b.count).sum();
+        assert_eq!(total, lags.len() as u64);
+        let last = buckets.last().unwrap();
+        assert!(last.overflow);
+        assert_eq!((last.lo_ms, last.hi_ms, last.count), (1050, 50_000, 1));
+        assert!(buckets.len() <= HIST_BUCKETS as usize + 2);
+    }
+}

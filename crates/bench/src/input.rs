@@ -1,0 +1,64 @@
+//! The event log a benchmark run produces: what was planted, what the stream saw removed, and what
+//! was still in the table at the end.
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+
+/// What the bench planted, per item.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Expectation {
+    /// Must be deleted, not before `ttl_ms` (epoch milliseconds).
+    Expire {
+        /// Expiry instant, epoch milliseconds.
+        ttl_ms: i64,
+    },
+    /// Already expired when the sweeper started (catch-up backlog): must be deleted. Its lag says
+    /// nothing about precision, so it is reported separately, as time to clear.
+    Backlog {
+        /// Expiry instant, epoch milliseconds (before the run started).
+        ttl_ms: i64,
+    },
+    /// Must never be deleted (TTL extended before expiry, String/millisecond/negative/too-old TTL,
+    /// no TTL at all).
+    Survive {
+        /// Short label of why it must survive, e.g. `"extended"`, `"string-ttl"`.
+        why: String,
+    },
+}
+
+/// One planted item.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Planted {
+    /// The item's key, as the stream reports it.
+    pub key: String,
+    /// What must happen to it.
+    pub expect: Expectation,
+}
+
+/// One REMOVE record seen on the stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Removal {
+    /// The removed item's key.
+    pub key: String,
+    /// Wall-clock time the observer saw the record, epoch milliseconds.
+    pub seen_ms: i64,
+}
+
+/// Everything a run produced, the input of [`crate::analyze`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Inputs {
+    /// Every planted item.
+    pub planted: Vec<Planted>,
+    /// Every REMOVE record seen, in any order, duplicates included.
+    pub removals: Vec<Removal>,
+    /// Keys still present in the table after the grace period (from a final scan).
+    pub present_at_end: HashSet<String>,
+    /// When the sweeper started, epoch milliseconds.
+    pub run_started_ms: i64,
+    /// When the run (including the grace period) ended, epoch milliseconds.
+    pub run_ended_ms: i64,
+    /// Measured stream observation delay in ms, reported as-is.
+    pub observer_error_ms: Option<f64>,
+}

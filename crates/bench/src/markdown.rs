@@ -1,0 +1,119 @@
+//! Rendering a [`Report`] as text: a compact Markdown summary for `docs/benchmarks.md`, and JSON.
+
+use std::fmt::Write as _;
+
+use crate::analyze::Report;
+
+/// How many wrong deletions the Markdown summary lists (the count is always given).
+const WRONG_LISTED: usize = 10;
+
+impl Report {
+    /// A compact Markdown summary: one table of the headline numbers, then the wrong deletions and
+    /// left-behind keys, if any.
+    pub fn to_markdown(&self) -> String {
+        let c = &self.counts;
+        let mut rows: Vec<(&str, String)> = vec![
+            (
+                "planted",
+                format!(
+                    "{} ({} expire, {} backlog, {} survive)",
+                    c.planted, c.expire, c.backlog, c.survive
+                ),
+            ),
+            (
+                "deleted / expected",
+                format!("{} / {}", c.deleted, c.expected_deletions),
+            ),
+        ];
+        match &self.lag {
+            Some(l) => {
+                rows.push((
+                    "lag p50 / p90 / p99 / p99.9 / max",
+                    format!(
+                        "{} / {} / {} / {} / {} ms",
+                        l.p50_ms, l.p90_ms, l.p99_ms, l.p999_ms, l.max_ms
+                    ),
+                ));
+                rows.push((
+                    "lag mean",
+                    format!("{:.1} ms over {} items", l.mean_ms, l.count),
+                ));
+            }
+            None => rows.push(("lag", "n/a (no expiring item deleted)".to_owned())),
+        }
+        rows.push((
+            "deletions/s",
+            format!(
+                "{} (peak {} in one second)",
+                opt_f1(self.throughput.per_s),
+                self.throughput.peak_per_s
+            ),
+        ));
+        rows.push(("wrong deletions", self.wrong.len().to_string()));
+        let lb = &self.left_behind;
+        rows.push((
+            "left behind",
+            format!("{} (still present at end: {})", lb.total, lb.still_present),
+        ));
+        if lb.removed_but_present > 0 || lb.survivors_missing > 0 {
+            rows.push((
+                "scan inconsistencies",
+                format!(
+                    "{} removed but present, {} survivors missing without REMOVE",
+                    lb.removed_but_present, lb.survivors_missing
+                ),
+            ));
+        }
+        rows.push(("duplicate REMOVE records", c.duplicate_removals.to_string()));
+        let b = &self.backlog;
+        rows.push((
+            "backlog clear time",
+            match b.time_to_clear_ms {
+                Some(ms) => format!("{ms} ms for {} items ({} /s)", b.count, opt_f1(b.per_s)),
+                None if b.count == 0 => "n/a (no backlog)".to_owned(),
+                None => format!("not cleared: {} of {} removed", b.removed, b.count),
+            },
+        ));
+        rows.push((
+            "observer error",
+            self.run
+                .observer_error_ms
+                .map_or_else(|| "n/a".to_owned(), |e| format!("{e:.1} ms")),
+        ));
+        rows.push(("run duration", format!("{:.1} s", self.run.duration_s)));
+
+        let mut out = String::from("| metric | value |\n| --- | --- |\n");
+        for (k, v) in rows {
+            let _ = writeln!(out, "| {k} | {v} |");
+        }
+        if !self.wrong.is_empty() {
+            let _ = writeln!(out, "\nWrong deletions ({}):\n", self.wrong.len());
+            for w in self.wrong.iter().take(WRONG_LISTED) {
+                let _ = writeln!(out, "- `{}`: {}", w.key, w.reason);
+            }
+            if self.wrong.len() > WRONG_LISTED {
+                let _ = writeln!(out, "- … and {} more", self.wrong.len() - WRONG_LISTED);
+            }
+        }
+        if lb.total > 0 {
+            let keys: Vec<String> = lb.keys.iter().map(|k| format!("`{k}`")).collect();
+            let more = lb.total - lb.keys.len() as u64;
+            let _ = write!(out, "\nLeft behind ({}): {}", lb.total, keys.join(", "));
+            if more > 0 {
+                let _ = write!(out, " … and {more} more");
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// The whole report as pretty-printed JSON.
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string_pretty(self)
+    }
+}
+
+/// `x` with one decimal, or `n/a`.
+fn opt_f1(x: Option<f64>) -> String {
+    x.map_or_else(|| "n/a".to_owned(), |x| format!("{x:.1}"))
+}

@@ -1,0 +1,391 @@
+//! Report analysis on synthetic event logs: percentiles, wrong deletions, left-behind items,
+//! duplicates, backlog, throughput, and the Markdown/JSON/SVG outputs.
+
+use std::collections::HashSet;
+
+use precise_ttl_bench::{
+    Expectation, Inputs, Planted, Removal, Report, WrongKind, analyze, write_plot,
+};
+use proptest::prelude::*;
+
+const START: i64 = 1_700_000_000_000;
+
+fn expire(key: &str, ttl_ms: i64) -> Planted {
+    Planted {
+        key: key.to_owned(),
+        expect: Expectation::Expire { ttl_ms },
+    }
+}
+
+fn backlog(key: &str, ttl_ms: i64) -> Planted {
+    Planted {
+        key: key.to_owned(),
+        expect: Expectation::Backlog { ttl_ms },
+    }
+}
+
+fn survive(key: &str, why: &str) -> Planted {
+    Planted {
+        key: key.to_owned(),
+        expect: Expectation::Survive {
+            why: why.to_owned(),
+        },
+    }
+}
+
+fn removal(key: &str, seen_ms: i64) -> Removal {
+    Removal {
+        key: key.to_owned(),
+        seen_ms,
+    }
+}
+
+fn inputs(planted: Vec<Planted>, removals: Vec<Removal>) -> Inputs {
+    Inputs {
+        planted,
+        removals,
+        present_at_end: HashSet::new(),
+        run_started_ms: START,
+        run_ended_ms: START + 60_000,
+        observer_error_ms: Some(12.5),
+    }
+}
+
+/// 100 `Expire` items with lags 1..=100 ms, TTLs 10 ms apart from 10 s into the run.
+fn hundred() -> Inputs {
+    let mut planted = Vec::new();
+    let mut removals = Vec::new();
+    for i in 1..=100i64 {
+        let key = format!("e{i:03}");
+        let ttl = START + 10_000 + i * 10;
+        planted.push(expire(&key, ttl));
+        removals.push(removal(&key, ttl + i));
+    }
+    // Input order must not matter.
+    removals.reverse();
+    inputs(planted, removals)
+}
+
+#[test]
+fn percentiles_are_exact_for_small_lags() {
+    let r = analyze(&hundred());
+    let l = r.lag.as_ref().expect("lag stats");
+    assert_eq!(l.count, 100);
+    assert_eq!(l.p50_ms, 50);
+    assert_eq!(l.p90_ms, 90);
+    assert_eq!(l.p99_ms, 99);
+    assert_eq!(l.p999_ms, 100);
+    assert_eq!(l.max_ms, 100);
+    assert!((l.mean_ms - 50.5).abs() < 1e-9);
+    assert_eq!(l.early, 0);
+    assert!(r.wrong.is_empty());
+    assert_eq!(r.counts.expected_deletions, 100);
+    assert_eq!(r.counts.deleted, 100);
+    assert_eq!(r.left_behind.total, 0);
+    assert_eq!(r.lag_points.len(), 100);
+    assert!(r.lag_points.windows(2).all(|w| w[0].t_s <= w[1].t_s));
+    assert_eq!(r.lag_points[0].lag_ms, 1);
+    assert!((r.lag_points[0].t_s - 10.011).abs() < 1e-9);
+    let in_hist: u64 = r.lag_histogram.iter().map(|b| b.count).sum();
+    assert_eq!(in_hist, 100);
+}
+
+#[test]
+fn wrong_deletions_are_classified() {
+    let planted = vec![
+        expire("early", START + 5_000),
+        expire("fine", START + 5_000),
+        survive("keeper", "string-ttl"),
+        survive("safe", "extended"),
+    ];
+    let removals = vec![
+        removal("early", START + 4_750),
+        removal("fine", START + 5_020),
+        removal("keeper", START + 6_000),
+        removal("ghost", START + 7_000),
+    ];
+    let r = analyze(&inputs(planted, removals));
+    let got: Vec<(&str, &str)> = r
+        .wrong
+        .iter()
+        .map(|w| (w.key.as_str(), w.reason.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("early", "deleted before its TTL (by 250 ms)"),
+            ("keeper", "must survive (string-ttl)"),
+            ("ghost", "deleted but never planted"),
+        ]
+    );
+    assert_eq!(r.wrong[0].kind, WrongKind::Early { by_ms: 250 });
+    assert_eq!(
+        r.wrong[1].kind,
+        WrongKind::Survivor {
+            why: "string-ttl".to_owned()
+        }
+    );
+    assert_eq!(r.wrong[2].kind, WrongKind::Unknown);
+    // The early one is in the lag stats as 0 and counted as early.
+    let l = r.lag.as_ref().unwrap();
+    assert_eq!((l.count, l.early, l.p50_ms, l.max_ms), (2, 1, 0, 20));
+    assert_eq!(r.lag_points[0].lag_ms, -250);
+    assert_eq!(r.counts.deleted, 2);
+    assert_eq!(r.counts.removed_keys, 4);
+    assert_eq!(r.throughput.deletions, 2);
+}
+
+#[test]
+fn left_behind_and_scan_inconsistencies() {
+    let mut planted = Vec::new();
+    for i in 0..25 {
+        planted.push(expire(&format!("left{i:02}"), START + 1_000));
+    }
+    planted.push(backlog("bl-left", START - 1_000));
+    planted.push(expire("gone", START + 1_000));
+    planted.push(expire("zombie", START + 1_000));
+    planted.push(survive("kept", "no-ttl"));
+    planted.push(survive("vanished", "negative-ttl"));
+    let removals = vec![
+        removal("gone", START + 1_100),
+        removal("zombie", START + 1_200),
+    ];
+    let mut inp = inputs(planted, removals);
+    inp.present_at_end = ["left00", "left01", "zombie", "kept"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let r = analyze(&inp);
+    let lb = &r.left_behind;
+    assert_eq!(lb.total, 26);
+    assert_eq!(lb.keys.len(), 20);
+    assert_eq!(lb.keys[0], "bl-left");
+    assert_eq!(lb.keys[1], "left00");
+    assert_eq!(lb.keys[19], "left18");
+    // left00, left01 and zombie are expected deletions still in the table.
+    assert_eq!(lb.still_present, 3);
+    assert_eq!(lb.removed_but_present, 1);
+    assert_eq!(lb.survivors_missing, 1);
+    assert_eq!(r.backlog.count, 1);
+    assert_eq!(r.backlog.removed, 0);
+    assert_eq!(r.backlog.time_to_clear_ms, None);
+}
+
+#[test]
+fn duplicate_removals_are_counted_once() {
+    let planted = vec![expire("a", START + 1_000), expire("b", START + 2_000)];
+    let removals = vec![
+        removal("a", START + 1_300),
+        removal("a", START + 1_010),
+        removal("b", START + 2_005),
+        removal("a", START + 1_500),
+    ];
+    let r = analyze(&inputs(planted, removals));
+    assert_eq!(r.counts.removal_records, 4);
+    assert_eq!(r.counts.removed_keys, 2);
+    assert_eq!(r.counts.duplicate_removals, 2);
+    // The earliest record is the deletion.
+    let l = r.lag.as_ref().unwrap();
+    assert_eq!((l.count, l.max_ms), (2, 10));
+    assert_eq!(r.throughput.deletions, 2);
+}
+
+#[test]
+fn backlog_clear_time_and_rate() {
+    let planted = vec![
+        backlog("b1", START - 60_000),
+        backlog("b2", START - 50_000),
+        backlog("b3", START - 40_000),
+        expire("e", START + 100),
+    ];
+    let removals = vec![
+        removal("b1", START + 500),
+        removal("b2", START + 1_500),
+        removal("b3", START + 2_000),
+        removal("e", START + 150),
+    ];
+    let r = analyze(&inputs(planted, removals));
+    assert_eq!(r.backlog.count, 3);
+    assert_eq!(r.backlog.removed, 3);
+    assert_eq!(r.backlog.time_to_clear_ms, Some(2_000));
+    assert!((r.backlog.per_s.unwrap() - 1.5).abs() < 1e-9);
+    // Backlog lag is not precision: only the Expire item is in the lag stats.
+    let l = r.lag.as_ref().unwrap();
+    assert_eq!((l.count, l.max_ms), (1, 50));
+    assert_eq!(r.lag_points.len(), 1);
+    assert!(r.wrong.is_empty());
+}
+
+#[test]
+fn deletions_per_second() {
+    // 11 deletions from 0 s to 5 s after start: 11 / 5 s = 2.2/s.
+    let mut planted = Vec::new();
+    let mut removals = Vec::new();
+    for i in 0..=10i64 {
+        let key = format!("k{i}");
+        planted.push(expire(&key, START + i * 500));
+        removals.push(removal(&key, START + i * 500));
+    }
+    planted.push(survive("s", "extended"));
+    removals.push(removal("s", START + 9_000)); // wrong, not counted as throughput
+    let mut inp = inputs(planted, removals);
+    inp.run_ended_ms = START + 8_000;
+    let r = analyze(&inp);
+    assert_eq!(r.throughput.deletions, 11);
+    assert_eq!(r.throughput.first_ms, Some(START));
+    assert_eq!(r.throughput.last_ms, Some(START + 5_000));
+    assert!((r.throughput.per_s.unwrap() - 2.2).abs() < 1e-9);
+    assert_eq!(r.throughput.peak_per_s, 2);
+    let series: Vec<(i64, u64)> = r
+        .per_second
+        .iter()
+        .map(|s| (s.second, s.deletions))
+        .collect();
+    assert_eq!(
+        series,
+        [
+            (0, 2),
+            (1, 2),
+            (2, 2),
+            (3, 2),
+            (4, 2),
+            (5, 1),
+            (6, 0),
+            (7, 0)
+        ]
+    );
+    assert_eq!(r.per_second[0].p99_lag_ms, Some(0));
+    assert_eq!(r.per_second[6].p99_lag_ms, None);
+}
+
+#[test]
+fn per_second_p99() {
+    let r = analyze(&hundred());
+    // Deletions seen 10.011 s .. 11.1 s after start.
+    let s10 = r.per_second.iter().find(|s| s.second == 10).unwrap();
+    let s11 = r.per_second.iter().find(|s| s.second == 11).unwrap();
+    assert_eq!(s10.deletions + s11.deletions, 100);
+    assert!(s10.p99_lag_ms.is_some() && s11.p99_lag_ms.is_some());
+    assert_eq!(s11.p99_lag_ms, Some(100));
+}
+
+#[test]
+fn empty_run_does_not_panic() {
+    let r = analyze(&inputs(Vec::new(), Vec::new()));
+    assert!(r.lag.is_none());
+    assert!(r.lag_histogram.is_empty());
+    assert_eq!(r.throughput.per_s, None);
+    assert_eq!(r.backlog.time_to_clear_ms, None);
+    assert_eq!(r.per_second.len(), 60);
+    assert!(r.to_markdown().contains("n/a"));
+    let path = temp_dir("empty").join("empty.svg");
+    write_plot(&r, &path).unwrap();
+    assert!(std::fs::read_to_string(&path).unwrap().starts_with("<svg"));
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn markdown_has_the_key_numbers() {
+    let mut inp = hundred();
+    inp.planted.push(survive("keeper", "string-ttl"));
+    inp.removals.push(removal("keeper", START + 12_000));
+    inp.planted.push(expire("left", START + 1_000));
+    let md = analyze(&inp).to_markdown();
+    assert!(md.starts_with("| metric | value |"), "{md}");
+    for needle in [
+        "50 / 90 / 99 / 100 / 100 ms",
+        "| wrong deletions | 1 |",
+        "| left behind | 1 ",
+        "must survive (string-ttl)",
+        "`left`",
+        "deletions/s",
+        "backlog clear time",
+        "12.5 ms",
+    ] {
+        assert!(md.contains(needle), "missing {needle:?} in\n{md}");
+    }
+}
+
+#[test]
+fn json_round_trips() {
+    let r = analyze(&hundred());
+    let json = r.to_json().unwrap();
+    assert!(json.contains("\"p99_ms\": 99"));
+    let back: Report = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, r);
+}
+
+#[test]
+fn svg_is_written() {
+    let mut inp = hundred();
+    // An early deletion and a far outlier, so every element is drawn.
+    inp.planted.push(expire("early", START + 20_000));
+    inp.removals.push(removal("early", START + 19_900));
+    for i in 0..3 {
+        let key = format!("slow{i}");
+        inp.planted.push(expire(&key, START + 20_000));
+        inp.removals.push(removal(&key, START + 25_000 + i));
+    }
+    let r = analyze(&inp);
+    assert!(r.lag_histogram.last().unwrap().overflow);
+    let path = temp_dir("plot").join("lag.svg");
+    write_plot(&r, &path).unwrap();
+    let svg = std::fs::read_to_string(&path).unwrap();
+    assert!(svg.starts_with("<svg"), "{}", &svg[..80.min(svg.len())]);
+    assert!(svg.trim_end().ends_with("</svg>"));
+    assert!(svg.contains("deletion lag"));
+    assert!(svg.contains("seconds since sweeper start"));
+    assert!(svg.contains("p99 = 99 ms"));
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn plot_to_missing_directory_is_an_error() {
+    let r = analyze(&hundred());
+    let dir = temp_dir("missing");
+    assert!(write_plot(&r, &dir.join("no/such/dir/lag.svg")).is_err());
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "precise-ttl-bench-test-{}-{name}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+proptest! {
+    #[test]
+    fn accounting_is_consistent(
+        lags in proptest::collection::vec(-2_000i64..20_000, 0..200),
+        dups in 0usize..20,
+    ) {
+        let mut planted = Vec::new();
+        let mut removals = Vec::new();
+        for (i, lag) in lags.iter().enumerate() {
+            let key = format!("k{i}");
+            let ttl = START + (i as i64) * 37;
+            planted.push(expire(&key, ttl));
+            removals.push(removal(&key, ttl + lag));
+        }
+        for i in 0..dups.min(lags.len()) {
+            removals.push(removal(&format!("k{i}"), START + 999_999));
+        }
+        let r = analyze(&inputs(planted, removals));
+        let n = lags.len() as u64;
+        prop_assert_eq!(r.counts.deleted, n);
+        prop_assert_eq!(r.counts.duplicate_removals, dups.min(lags.len()) as u64);
+        prop_assert_eq!(r.per_second.iter().map(|s| s.deletions).sum::<u64>(), n);
+        prop_assert_eq!(r.lag_histogram.iter().map(|b| b.count).sum::<u64>(), n);
+        let early = lags.iter().filter(|l| **l < 0).count();
+        prop_assert_eq!(r.wrong.len(), early);
+        if let Some(l) = &r.lag {
+            prop_assert!(l.p50_ms <= l.p90_ms && l.p90_ms <= l.p99_ms);
+            prop_assert!(l.p99_ms <= l.p999_ms && l.p999_ms <= l.max_ms);
+            prop_assert_eq!(l.max_ms, lags.iter().copied().max().unwrap_or(0).max(0) as u64);
+            prop_assert_eq!(l.early, early as u64);
+        }
+    }
+}

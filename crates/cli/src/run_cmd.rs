@@ -1,0 +1,102 @@
+//! `precise-ttl run`: the daemon.
+
+use crate::Outcome;
+use crate::args::{DeleteModeArg, Global, RunArgs};
+use precise_ttl_dynamodb::{DeleteMode, DynamoStore};
+use precise_ttl_engine::{Clock, Daemon, DaemonConfig, SystemClock};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
+    let layout = global.layout()?;
+    let table = global.table()?;
+    if args.lookback < args.poll_interval {
+        anyhow::bail!(
+            "--lookback ({:?}) must be at least --poll-interval ({:?}), or items written between two reads could wait for the backlog pass",
+            args.lookback,
+            args.poll_interval
+        );
+    }
+    let prometheus = match args.metrics_addr {
+        Some(_) => Some(crate::serve::install_recorder()?),
+        None => None,
+    };
+    let dynamo = crate::connect(global).await;
+    let mode = match args.delete_mode {
+        DeleteModeArg::Single => DeleteMode::Single,
+        DeleteModeArg::Batch => DeleteMode::Batch,
+    };
+    let store = DynamoStore::open(dynamo, table, layout.clone())
+        .await?
+        .with_delete_mode(mode);
+    let mut config = DaemonConfig::new(layout.shards);
+    config.poll_interval = args.poll_interval;
+    config.horizon = args.horizon;
+    config.lookback = args.lookback;
+    config.page_size = args.page_size;
+    config.max_concurrency = args.concurrency as usize;
+    config.initial_concurrency = config.initial_concurrency.min(config.max_concurrency);
+    config.min_concurrency = config.min_concurrency.min(config.max_concurrency);
+    config.max_deletes_per_second = args.max_deletes_per_second;
+    let daemon = Daemon::new(Arc::new(store), Arc::new(SystemClock), config);
+
+    let mut where_metrics = String::new();
+    if let (Some(addr), Some(prometheus)) = (args.metrics_addr, prometheus) {
+        let stale = (args.poll_interval * 10).max(Duration::from_secs(30));
+        let bound = crate::serve::serve(addr, prometheus, daemon.handle(), stale).await?;
+        where_metrics = format!(", metrics on http://{bound}/metrics");
+    }
+    println!(
+        "precise-ttl run: table {table:?}, {} shards, poll every {:?}, read ahead {:?}{where_metrics}",
+        layout.shards, args.poll_interval, args.horizon
+    );
+
+    let run_for = args.run_for;
+    let shutdown = async move {
+        tokio::select! {
+            _ = signal() => {}
+            _ = async {
+                match run_for {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => std::future::pending().await,
+                }
+            } => {}
+        }
+    };
+    let report = daemon.run(shutdown).await?;
+    let watermark = match report.watermark {
+        Some(w) => format!(
+            "{w} ({} ms behind the clock)",
+            SystemClock.now().millis_since(w)
+        ),
+        None => "not established (no complete read)".into(),
+    };
+    println!(
+        "stopped: deleted {}, skipped (changed) {}, errors {}, throttled {}, queries {}; watermark {watermark}",
+        report.deleted, report.skipped, report.errors, report.throttled, report.queries
+    );
+    Ok(Outcome::Success)
+}
+
+/// SIGINT or SIGTERM.
+async fn signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

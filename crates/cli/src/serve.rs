@@ -1,0 +1,74 @@
+//! `/metrics` (Prometheus text) and `/healthz` for `precise-ttl run`.
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::get;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use precise_ttl_engine::DaemonHandle;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Installs the Prometheus recorder for this process. Call once, before the daemon starts.
+pub fn install_recorder() -> anyhow::Result<PrometheusHandle> {
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full(precise_ttl_engine::metrics::LAG_SECONDS.to_string()),
+            precise_ttl_engine::metrics::LAG_BUCKETS,
+        )?
+        .install_recorder()?;
+    precise_ttl_engine::metrics::describe();
+    Ok(handle)
+}
+
+/// Binds `addr` and serves until the process ends. Returns the bound address (port 0 picks one).
+pub async fn serve(
+    addr: SocketAddr,
+    prometheus: PrometheusHandle,
+    daemon: DaemonHandle,
+    stale_after: Duration,
+) -> anyhow::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {addr} for metrics: {e}"))?;
+    let bound = listener.local_addr()?;
+    let app = Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let p = prometheus.clone();
+                async move { p.render() }
+            }),
+        )
+        .route(
+            "/healthz",
+            get(move || {
+                let status = daemon.status();
+                async move {
+                    // Healthy while index reads keep succeeding; a store that stays unreachable
+                    // turns this red long before the backlog becomes visible to readers.
+                    match status.last_read_ok {
+                        Some(t) if t.elapsed() <= stale_after => {
+                            (StatusCode::OK, "ok\n".to_string())
+                        }
+                        Some(t) => (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            format!(
+                                "no successful index read for {:.1} s\n",
+                                t.elapsed().as_secs_f64()
+                            ),
+                        ),
+                        None => (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "starting: no index read yet\n".to_string(),
+                        ),
+                    }
+                }
+            }),
+        );
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "metrics server stopped");
+        }
+    });
+    Ok(bound)
+}

@@ -1,0 +1,115 @@
+//! What the expiry index says right now, per shard: how much is due, how old, what comes next.
+//!
+//! Read from the outside, so it works whether or not a daemon runs, and says what a reader of
+//! the table would see: the watermark here is the instant just before the oldest due item still
+//! in the index (every due item with an older TTL is gone).
+
+use crate::connect::Dynamo;
+use crate::error::store_error;
+use aws_sdk_dynamodb::types::{AttributeValue, Select};
+use precise_ttl_core::{DueWindow, Expiry, Shard, Timestamp, TtlLayout};
+use precise_ttl_engine::StoreError;
+use std::collections::HashMap;
+
+/// How many upcoming expiries to show per shard.
+pub const NEXT_EXPIRIES: i32 = 3;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardStatus {
+    pub shard: Shard,
+    /// Items in the index that are due and not yet deleted.
+    pub due: u64,
+    /// The TTL of the oldest of them.
+    pub oldest_due: Option<Timestamp>,
+    /// The next expiries after `now`.
+    pub next: Vec<Timestamp>,
+}
+
+impl ShardStatus {
+    /// Every due item of this shard with TTL ≤ this is deleted.
+    pub fn watermark(&self, now: Timestamp) -> Timestamp {
+        match self.oldest_due {
+            Some(t) => Timestamp::from_millis(t.as_millis().saturating_sub(1)),
+            None => now,
+        }
+    }
+}
+
+pub async fn shard_status(
+    dynamo: &Dynamo,
+    table: &str,
+    layout: &TtlLayout,
+    shard: Shard,
+    now: Timestamp,
+) -> Result<ShardStatus, StoreError> {
+    let window = DueWindow::at(now);
+    let names = HashMap::from([
+        ("#shard".to_string(), layout.shard_attribute.clone()),
+        ("#ttl".to_string(), layout.ttl_attribute.clone()),
+    ]);
+    let query = |condition: &'static str| {
+        dynamo
+            .query
+            .query()
+            .table_name(table)
+            .index_name(&layout.index_name)
+            .key_condition_expression(condition)
+            .set_expression_attribute_names(Some(names.clone()))
+            .expression_attribute_values(":shard", AttributeValue::N(shard.0.to_string()))
+    };
+    let due_condition = "#shard = :shard AND #ttl BETWEEN :oldest AND :now";
+    let oldest = AttributeValue::N(window.oldest.to_epoch_seconds_text());
+    let until = AttributeValue::N(window.until.to_epoch_seconds_text());
+
+    // COUNT is paged by 1 MB too, so follow the pages.
+    let mut due = 0u64;
+    let mut start = None;
+    loop {
+        let out = query(due_condition)
+            .expression_attribute_values(":oldest", oldest.clone())
+            .expression_attribute_values(":now", until.clone())
+            .select(Select::Count)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|e| store_error("Query", e))?;
+        due += out.count.max(0) as u64;
+        start = out.last_evaluated_key;
+        if start.is_none() {
+            break;
+        }
+    }
+    let ttl_of = |items: &[HashMap<String, AttributeValue>]| -> Vec<Timestamp> {
+        items
+            .iter()
+            .filter_map(|i| match i.get(&layout.ttl_attribute) {
+                Some(AttributeValue::N(n)) => Expiry::parse_number(n).ok().map(|e| e.at()),
+                _ => None,
+            })
+            .collect()
+    };
+    let oldest_due = if due == 0 {
+        None
+    } else {
+        let out = query(due_condition)
+            .expression_attribute_values(":oldest", oldest.clone())
+            .expression_attribute_values(":now", until.clone())
+            .limit(1)
+            .send()
+            .await
+            .map_err(|e| store_error("Query", e))?;
+        ttl_of(out.items()).first().copied()
+    };
+    let out = query("#shard = :shard AND #ttl > :now")
+        .expression_attribute_values(":now", until)
+        .limit(NEXT_EXPIRIES)
+        .send()
+        .await
+        .map_err(|e| store_error("Query", e))?;
+    Ok(ShardStatus {
+        shard,
+        due,
+        oldest_due,
+        next: ttl_of(out.items()),
+    })
+}
