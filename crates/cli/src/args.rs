@@ -179,6 +179,19 @@ Stops cleanly on SIGTERM or SIGINT (finishing the deletes in flight) or after --
     /// Show what is due per shard: items not yet deleted, the oldest, the next expiries
     Status(StatusArgs),
 
+    /// Measure precision from outside: plant items, run the daemon, watch the stream, report
+    #[command(long_about = "\
+Measure precision from outside the sweeper. Starts DynamoDB Local (unless --endpoint-url), measures
+its raw conditional-delete rate, loads a table with items whose TTLs are spread over --spread
+(plus a --backlog of already-expired items and items that must survive: TTLs extended 1-2 s
+before expiry, String, millisecond, negative and older-than-5-years TTLs, no TTL, no shard),
+runs `precise-ttl run` as a child process, and watches the table's stream: the lag of each
+deletion is the time its REMOVE record was seen minus its TTL.
+
+Writes <out>/<name>.json, .md and .svg (lag over time and lag histogram) and prints the summary.
+Exits non-zero if anything was deleted wrongly or left behind.")]
+    Bench(crate::bench::BenchArgs),
+
     /// Show the whole thing working on a DynamoDB Local it starts itself
     #[command(long_about = "\
 Start DynamoDB Local (installing it on first use, unless --endpoint-url is given), create a table

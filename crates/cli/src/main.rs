@@ -2,6 +2,7 @@
 //! turns its outcome into an exit code. The only place that prints errors or exits.
 
 mod args;
+mod bench;
 mod config;
 mod demo;
 mod run_cmd;
@@ -64,6 +65,7 @@ async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Run(args) => run_cmd::run(&cli.global, args).await,
         Command::Status(args) => status_cmd::run(&cli.global, args).await,
         Command::Demo(args) => demo::run(&cli.global, args).await,
+        Command::Bench(args) => bench::run(&cli.global, args).await,
     }
 }
 

@@ -38,6 +38,8 @@ pub struct Dynamo {
     pub query: aws_sdk_dynamodb::Client,
     /// Deletes and other item writes.
     pub write: aws_sdk_dynamodb::Client,
+    /// The table's stream (used by the benchmark to watch deletions from outside).
+    pub streams: aws_sdk_dynamodbstreams::Client,
     /// The endpoint in use, for messages (`None`: the region's AWS endpoint).
     pub endpoint: Option<String>,
 }
@@ -75,6 +77,7 @@ impl Dynamo {
         Dynamo {
             query: aws_sdk_dynamodb::Client::new(config),
             write: aws_sdk_dynamodb::Client::new(config),
+            streams: aws_sdk_dynamodbstreams::Client::new(config),
             endpoint,
         }
     }

@@ -11,6 +11,7 @@ pub mod local;
 pub mod setup;
 pub mod status;
 pub mod store;
+pub mod stream;
 pub mod table;
 
 pub use connect::{ConnectOptions, Dynamo};

@@ -55,6 +55,15 @@ impl DynamoDbLocal {
     /// Installs DynamoDB Local if needed and starts an in-memory instance on a free loopback port.
     /// Blocks until it answers `ListTables` (a few seconds; longer on a first install).
     pub fn start() -> Result<Self, LocalError> {
+        Self::start_inner(None)
+    }
+
+    /// As [`DynamoDbLocal::start`], with the JVM heap capped at `heap` (`512m`, `1g`, ...).
+    pub fn start_with_heap(heap: &str) -> Result<Self, LocalError> {
+        Self::start_inner(Some(heap))
+    }
+
+    fn start_inner(heap: Option<&str>) -> Result<Self, LocalError> {
         let script = script_path();
         if !script.is_file() {
             return Err(LocalError::ScriptMissing(script.display().to_string()));
@@ -63,7 +72,11 @@ impl DynamoDbLocal {
             .and_then(|l| l.local_addr())
             .map_err(LocalError::Port)?
             .port();
-        let mut child = Command::new("bash")
+        let mut command = Command::new("bash");
+        if let Some(heap) = heap {
+            command.env("DYNAMODB_LOCAL_HEAP", heap);
+        }
+        let mut child = command
             .arg(&script)
             .arg("serve")
             .arg(port.to_string())

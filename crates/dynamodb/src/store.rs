@@ -5,7 +5,9 @@ use crate::connect::Dynamo;
 use crate::error::{AdapterError, store_error};
 use crate::item::ItemKey;
 use crate::table::TableShape;
-use aws_sdk_dynamodb::types::{AttributeValue, BatchStatementErrorCodeEnum, BatchStatementRequest};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, BatchStatementErrorCodeEnum, BatchStatementRequest, ReturnConsumedCapacity,
+};
 use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Shard, TtlLayout};
 use precise_ttl_engine::{DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError};
 use std::collections::HashMap;
@@ -109,6 +111,14 @@ fn batch_error_class(code: Option<&BatchStatementErrorCodeEnum>) -> ErrorClass {
     }
 }
 
+fn record_capacity(op: &'static str, units: Option<f64>) {
+    if let Some(units) = units {
+        // Counters are integers; count hundredths so half units (eventually consistent reads) add up.
+        metrics::counter!(precise_ttl_engine::metrics::CAPACITY_UNITS, "op" => op)
+            .increment((units * 100.0).round() as u64);
+    }
+}
+
 fn number(text: String) -> AttributeValue {
     AttributeValue::N(text)
 }
@@ -139,9 +149,14 @@ impl ExpiryStore for DynamoStore {
             .expression_attribute_values(":now", number(window.until.to_epoch_seconds_text()))
             .set_exclusive_start_key(cursor)
             .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await
             .map_err(|e| store_error("Query", e))?;
+        record_capacity(
+            "query",
+            out.consumed_capacity().and_then(|c| c.capacity_units()),
+        );
         let mut items = Vec::with_capacity(out.items().len());
         for raw in out.items() {
             let expiry = match raw.get(&self.layout.ttl_attribute) {
@@ -193,10 +208,17 @@ impl ExpiryStore for DynamoStore {
             .expression_attribute_values(":number", AttributeValue::S("N".into()))
             .expression_attribute_values(":oldest", number(window.oldest.to_epoch_seconds_text()))
             .expression_attribute_values(":now", number(window.until.to_epoch_seconds_text()))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await;
         match result {
-            Ok(_) => Ok(DeleteOutcome::Deleted),
+            Ok(out) => {
+                record_capacity(
+                    "delete",
+                    out.consumed_capacity().and_then(|c| c.capacity_units()),
+                );
+                Ok(DeleteOutcome::Deleted)
+            }
             Err(e) => {
                 let err = store_error("DeleteItem", e);
                 if err.class == ErrorClass::ConditionFailed {
@@ -241,6 +263,7 @@ impl ExpiryStore for DynamoStore {
             .write
             .batch_execute_statement()
             .set_statements(Some(statements))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await;
         match result {
@@ -251,6 +274,12 @@ impl ExpiryStore for DynamoStore {
                     .collect()
             }
             Ok(out) => {
+                let units: f64 = out
+                    .consumed_capacity()
+                    .iter()
+                    .filter_map(|c| c.capacity_units())
+                    .sum();
+                record_capacity("delete", Some(units));
                 let responses = out.responses();
                 (0..keys.len())
                     .map(|i| match responses.get(i).and_then(|r| r.error()) {

@@ -22,6 +22,9 @@ pub const SCHEDULED: &str = "precise_ttl_scheduled_items";
 pub const WATERMARK: &str = "precise_ttl_watermark_seconds";
 /// Seconds the overall watermark trails the clock.
 pub const WATERMARK_DELAY: &str = "precise_ttl_watermark_delay_seconds";
+/// Capacity units the store reported as consumed, in hundredths, labelled
+/// `op` = `query` or `delete`. Divide by 100 for capacity units.
+pub const CAPACITY_UNITS: &str = "precise_ttl_capacity_centiunits_total";
 /// The adaptive limit on delete requests in flight.
 pub const CONCURRENCY_LIMIT: &str = "precise_ttl_concurrency_limit";
 

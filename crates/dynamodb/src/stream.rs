@@ -1,0 +1,185 @@
+//! Watching a table's DynamoDB Stream for deletions: how the benchmark sees, from outside the
+//! sweeper, when each item really disappeared.
+
+use crate::connect::Dynamo;
+use crate::error::AdapterError;
+use aws_sdk_dynamodb::types::{StreamSpecification, StreamViewType};
+use aws_sdk_dynamodbstreams::types::{AttributeValue, OperationType, ShardIteratorType};
+use precise_ttl_core::ErrorClass;
+use std::time::Duration;
+
+/// One change seen on the stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamEvent {
+    pub kind: EventKind,
+    /// The partition key's value as text (a String key as is, a Number as its digits).
+    pub partition_key: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventKind {
+    Insert,
+    Modify,
+    Remove,
+    /// DynamoDB Local labels its own TTL deletes with an event name the SDK does not know.
+    Other(String),
+}
+
+/// Turns the table's stream on (keys only), if it is not on already.
+pub async fn enable_keys_stream(dynamo: &Dynamo, table: &str) -> Result<(), AdapterError> {
+    let endpoint = dynamo.describe_endpoint();
+    let described = dynamo
+        .query
+        .describe_table()
+        .table_name(table)
+        .send()
+        .await
+        .map_err(|e| AdapterError::from_sdk("DescribeTable", &endpoint, e))?;
+    let on = described
+        .table()
+        .and_then(|t| t.stream_specification())
+        .is_some_and(|s| s.stream_enabled());
+    if on {
+        return Ok(());
+    }
+    dynamo
+        .query
+        .update_table()
+        .table_name(table)
+        .stream_specification(
+            StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(StreamViewType::KeysOnly)
+                .build()
+                .expect("enabled is set"),
+        )
+        .send()
+        .await
+        .map_err(|e| AdapterError::from_sdk("UpdateTable", &endpoint, e))?;
+    Ok(())
+}
+
+/// Reads a table's stream from "now" on, across all its shards.
+#[derive(Debug)]
+pub struct RemovalStream {
+    client: aws_sdk_dynamodbstreams::Client,
+    iterators: Vec<Option<String>>,
+}
+
+fn stream_error(operation: &'static str, e: impl std::fmt::Display) -> AdapterError {
+    AdapterError::Call {
+        operation,
+        class: ErrorClass::Transient,
+        message: e.to_string(),
+    }
+}
+
+impl RemovalStream {
+    /// Opens every shard of the table's latest stream at LATEST: only changes from now on.
+    pub async fn open_latest(dynamo: &Dynamo, table: &str) -> Result<Self, AdapterError> {
+        let endpoint = dynamo.describe_endpoint();
+        let described = dynamo
+            .query
+            .describe_table()
+            .table_name(table)
+            .send()
+            .await
+            .map_err(|e| AdapterError::from_sdk("DescribeTable", &endpoint, e))?;
+        let arn = described
+            .table()
+            .and_then(|t| t.latest_stream_arn())
+            .ok_or_else(|| stream_error("DescribeTable", format!("table {table:?} has no stream")))?
+            .to_string();
+        let stream = dynamo
+            .streams
+            .describe_stream()
+            .stream_arn(&arn)
+            .send()
+            .await
+            .map_err(|e| {
+                stream_error(
+                    "DescribeStream",
+                    aws_sdk_dynamodb::error::DisplayErrorContext(e),
+                )
+            })?;
+        let mut iterators = Vec::new();
+        for shard in stream
+            .stream_description()
+            .map(|d| d.shards())
+            .unwrap_or_default()
+        {
+            let Some(id) = shard.shard_id() else { continue };
+            let it = dynamo
+                .streams
+                .get_shard_iterator()
+                .stream_arn(&arn)
+                .shard_id(id)
+                .shard_iterator_type(ShardIteratorType::Latest)
+                .send()
+                .await
+                .map_err(|e| {
+                    stream_error(
+                        "GetShardIterator",
+                        aws_sdk_dynamodb::error::DisplayErrorContext(e),
+                    )
+                })?;
+            iterators.push(it.shard_iterator().map(str::to_string));
+        }
+        Ok(RemovalStream {
+            client: dynamo.streams.clone(),
+            iterators,
+        })
+    }
+
+    /// One `GetRecords` per open shard; the events in order.
+    pub async fn poll(&mut self) -> Result<Vec<StreamEvent>, AdapterError> {
+        let mut events = Vec::new();
+        for slot in &mut self.iterators {
+            let Some(it) = slot.clone() else { continue };
+            let out = match self
+                .client
+                .get_records()
+                .shard_iterator(it)
+                .limit(1000)
+                .send()
+                .await
+            {
+                Ok(out) => out,
+                Err(e) => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    return Err(stream_error(
+                        "GetRecords",
+                        aws_sdk_dynamodb::error::DisplayErrorContext(e),
+                    ));
+                }
+            };
+            *slot = out.next_shard_iterator().map(str::to_string);
+            for record in out.records() {
+                let kind = match record.event_name() {
+                    Some(OperationType::Insert) => EventKind::Insert,
+                    Some(OperationType::Modify) => EventKind::Modify,
+                    Some(OperationType::Remove) => EventKind::Remove,
+                    Some(other) => EventKind::Other(other.as_str().to_string()),
+                    None => EventKind::Other(String::new()),
+                };
+                let partition_key = record
+                    .dynamodb()
+                    .and_then(|d| d.keys())
+                    .and_then(|k| {
+                        // One key attribute for our bench tables; take any scalar.
+                        k.values().find_map(|v| match v {
+                            AttributeValue::S(s) => Some(s.clone()),
+                            AttributeValue::N(n) => Some(n.clone()),
+                            _ => None,
+                        })
+                    })
+                    .unwrap_or_default();
+                events.push(StreamEvent {
+                    kind,
+                    partition_key,
+                });
+            }
+        }
+        Ok(events)
+    }
+}
