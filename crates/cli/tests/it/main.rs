@@ -3,6 +3,7 @@
 //! deleted when the test ends.
 
 mod cli;
+mod daemon;
 mod setup;
 mod support;
 mod sweep;

@@ -1,0 +1,301 @@
+//! `precise-ttl run` as users run it, against DynamoDB Local.
+
+use crate::support::{TestTable, item, n, now, precise_ttl};
+use aws_sdk_dynamodb::types::AttributeValue;
+use predicates::prelude::*;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+async fn table_with_index() -> TestTable {
+    let table = TestTable::named();
+    precise_ttl()
+        .args([
+            "setup",
+            "--table",
+            &table.name,
+            "--create-table",
+            "--partition-key",
+            "pk",
+            "--no-native-ttl",
+        ])
+        .assert()
+        .success();
+    table
+}
+
+fn at(offset_ms: i64) -> AttributeValue {
+    n(
+        precise_ttl_core::Timestamp::from_millis(now().as_millis() + offset_ms)
+            .to_epoch_seconds_text(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_deletes_backlog_and_expirations_and_spares_an_extended_item() {
+    let table = table_with_index().await;
+    for i in 0..200 {
+        table
+            .put(item(
+                &format!("backlog-{i}"),
+                &[("ttl", at(-3_600_000 + i)), ("ttl_shard", n(i % 16))],
+            ))
+            .await;
+    }
+    for i in 0..50 {
+        table
+            .put(item(
+                &format!("soon-{i}"),
+                &[("ttl", at(1500 + 40 * i)), ("ttl_shard", n(i % 16))],
+            ))
+            .await;
+    }
+    table
+        .put(item("extended", &[("ttl", at(3000)), ("ttl_shard", n(5))]))
+        .await;
+    table
+        .put(item(
+            "later",
+            &[("ttl", at(3_600_000)), ("ttl_shard", n(6))],
+        ))
+        .await;
+
+    let exe = assert_cmd::cargo::cargo_bin("precise-ttl");
+    let child = Command::new(exe)
+        .args([
+            "run",
+            "--table",
+            &table.name,
+            "--endpoint-url",
+            crate::support::endpoint(),
+        ])
+        .args([
+            "--poll-interval",
+            "200ms",
+            "--for",
+            "6s",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // One second before its expiry, a writer extends it.
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    table
+        .dynamo
+        .write
+        .update_item()
+        .table_name(&table.name)
+        .key("pk", AttributeValue::S("extended".into()))
+        .update_expression("SET #t = :t")
+        .expression_attribute_names("#t", "ttl")
+        .expression_attribute_values(":t", at(3_600_000))
+        .send()
+        .await
+        .unwrap();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("deleted 250,"), "{stdout}");
+    assert!(table.get("extended").await.is_some());
+    assert!(table.get("later").await.is_some());
+    assert_eq!(table.count().await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_the_daemon_cleanly_and_metrics_are_served() {
+    let table = table_with_index().await;
+    let exe = assert_cmd::cargo::cargo_bin("precise-ttl");
+    let mut child = Command::new(exe)
+        .args([
+            "run",
+            "--table",
+            &table.name,
+            "--endpoint-url",
+            crate::support::endpoint(),
+        ])
+        .args(["--poll-interval", "100ms", "--metrics-addr", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let url = first[first.find("http://").expect("metrics URL printed")..]
+        .trim()
+        .to_string();
+    let base = url.trim_end_matches("/metrics").to_string();
+
+    // Let a few polls happen, then look at /healthz and /metrics.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    table
+        .put(item("k", &[("ttl", at(-1000)), ("ttl_shard", n(0))]))
+        .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let health = http_get(&format!("{base}/healthz"));
+    assert!(
+        health.starts_with("HTTP/1.1 200") || health.starts_with("HTTP/1.0 200"),
+        "{health}"
+    );
+    let metrics = http_get(&url);
+    for name in [
+        "precise_ttl_deleted_total 1",
+        "precise_ttl_lag_seconds_bucket",
+        "precise_ttl_watermark_seconds{shard=\"all\"}",
+        "precise_ttl_backlog_items 0",
+    ] {
+        assert!(metrics.contains(name), "{name} missing from:\n{metrics}");
+    }
+
+    let stopping = Instant::now();
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    assert!(stopping.elapsed() < Duration::from_secs(5));
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(
+        rest.iter().any(|l| l.starts_with("stopped: deleted 1,")),
+        "{rest:?}"
+    );
+}
+
+fn http_get(url: &str) -> String {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_once('/').unwrap();
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    write!(s, "GET /{path} HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_what_is_due_per_shard() {
+    let table = table_with_index().await;
+    for i in 0..7 {
+        table
+            .put(item(
+                &format!("due-{i}"),
+                &[("ttl", at(-60_000)), ("ttl_shard", n(2))],
+            ))
+            .await;
+    }
+    table
+        .put(item("next", &[("ttl", at(600_000)), ("ttl_shard", n(3))]))
+        .await;
+    let out = precise_ttl()
+        .args(["status", "--table", &table.name, "--json"])
+        .assert()
+        .success();
+    let json: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(json["due"], 7);
+    assert_eq!(json["shards"][2]["due"], 7);
+    assert!(
+        json["shards"][2]["oldest_due_age_seconds"]
+            .as_f64()
+            .unwrap()
+            >= 59.0
+    );
+    assert_eq!(json["shards"][3]["next"].as_array().unwrap().len(), 1);
+    assert!(json["watermark_delay_seconds"].as_f64().unwrap() >= 60.0);
+    precise_ttl()
+        .args(["status", "--table", &table.name])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("due and not yet deleted: 7"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_file_sets_what_flags_do_not() {
+    let table = table_with_index().await;
+    table
+        .put(item("k", &[("ttl", at(-1000)), ("ttl_shard", n(0))]))
+        .await;
+    let dir = std::env::temp_dir().join(format!("precise-ttl-config-{}", fastrand::u64(..)));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("good.toml");
+    std::fs::write(
+        &good,
+        format!(
+            "table = \"{}\"\npoll-interval = \"200ms\"\nshards = 16\n",
+            table.name
+        ),
+    )
+    .unwrap();
+    precise_ttl()
+        .args(["run", "--config", good.to_str().unwrap(), "--for", "1500ms"])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("poll every 200ms")
+                .and(predicate::str::contains("deleted 1,")),
+        );
+
+    let unknown = dir.join("unknown.toml");
+    std::fs::write(&unknown, "tabel = \"x\"\n").unwrap();
+    precise_ttl()
+        .args(["run", "--config", unknown.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown field `tabel`"));
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "poll-interval = \"10ms\"\n").unwrap();
+    precise_ttl()
+        .args(["run", "--table", "abc", "--config", bad.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("poll-interval")
+                .and(predicate::str::contains("minimum poll interval")),
+        );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn bench_runs_end_to_end_on_a_small_load_with_batch_deletes() {
+    let out = std::env::temp_dir().join(format!("precise-ttl-bench-{}", fastrand::u64(..)));
+    precise_ttl()
+        .args([
+            "bench",
+            "--items",
+            "300",
+            "--spread",
+            "2s",
+            "--raw-items",
+            "200",
+            "--grace",
+            "2s",
+        ])
+        .args([
+            "--poll-interval",
+            "250ms",
+            "--delete-mode",
+            "batch",
+            "--name",
+            "small",
+        ])
+        .args(["--out", out.to_str().unwrap()])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "| deleted / expected | 300 / 300 |",
+        ))
+        .stdout(predicate::str::contains("| wrong deletions | 0 |"));
+    for ext in ["json", "md", "svg"] {
+        assert!(out.join(format!("small.{ext}")).is_file(), "{ext}");
+    }
+    std::fs::remove_dir_all(&out).ok();
+}
