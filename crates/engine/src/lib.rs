@@ -7,6 +7,7 @@
 
 pub mod clock;
 pub mod daemon;
+pub mod faulty;
 pub mod memory;
 pub mod metrics;
 pub mod observe;
