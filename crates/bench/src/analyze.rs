@@ -434,7 +434,11 @@ pub fn analyze(inputs: &Inputs) -> Report {
 fn histogram(values: &[u64]) -> Histogram<u64> {
     let mut h = Histogram::<u64>::new(SIGFIG).expect("3 significant digits is a valid precision");
     for v in values {
-        h.saturating_record(*v);
+        // `saturating_record` clamps at the current upper bound instead of growing the
+        // histogram, which flattened every lag above 2 s; `record` grows it.
+        if h.record(*v).is_err() {
+            h.saturating_record(*v);
+        }
     }
     h
 }

@@ -318,14 +318,17 @@ fn json_round_trips() {
 #[test]
 fn svg_is_written() {
     let mut inp = hundred();
-    // An early deletion and a far outlier, so every element is drawn.
+    // An early deletion and a far outlier (beyond p99.9 of 2000 items), so every element is drawn.
     inp.planted.push(expire("early", START + 20_000));
     inp.removals.push(removal("early", START + 19_900));
-    for i in 0..3 {
-        let key = format!("slow{i}");
-        inp.planted.push(expire(&key, START + 20_000));
-        inp.removals.push(removal(&key, START + 25_000 + i));
+    for i in 0..1900 {
+        let key = format!("fast{i}");
+        inp.planted.push(expire(&key, START + 30_000 + i));
+        inp.removals
+            .push(removal(&key, START + 30_000 + i + 1 + i % 50));
     }
+    inp.planted.push(expire("slow", START + 20_000));
+    inp.removals.push(removal("slow", START + 25_000));
     let r = analyze(&inp);
     assert!(r.lag_histogram.last().unwrap().overflow);
     let path = temp_dir("plot").join("lag.svg");
@@ -335,7 +338,7 @@ fn svg_is_written() {
     assert!(svg.trim_end().ends_with("</svg>"));
     assert!(svg.contains("deletion lag"));
     assert!(svg.contains("seconds since sweeper start"));
-    assert!(svg.contains("p99 = 99 ms"));
+    assert!(svg.contains(&format!("p99 = {} ms", r.lag.as_ref().unwrap().p99_ms)));
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }
 
@@ -388,4 +391,22 @@ proptest! {
             prop_assert_eq!(l.early, early as u64);
         }
     }
+}
+
+#[test]
+fn percentiles_stay_right_for_lags_of_seconds() {
+    // 100 lags of 1..=100 s: the histogram must grow past its initial 2 s bound.
+    let mut planted = Vec::new();
+    let mut removals = Vec::new();
+    for i in 1..=100i64 {
+        let key = format!("s{i:03}");
+        planted.push(expire(&key, START + i));
+        removals.push(removal(&key, START + i + i * 1000));
+    }
+    let lag = analyze(&inputs(planted, removals)).lag.unwrap();
+    let near = |got: u64, want: u64| got.abs_diff(want) <= want / 500 + 1;
+    assert!(near(lag.p50_ms, 50_000), "{lag:?}");
+    assert!(near(lag.p99_ms, 99_000), "{lag:?}");
+    assert_eq!(lag.max_ms, 100_000);
+    assert!((lag.mean_ms - 50_500.0).abs() < 1.0, "{lag:?}");
 }
