@@ -194,6 +194,9 @@ impl Coverage {
 /// transit); admitting it again would cost a second, failing, conditional delete.
 const REMEMBER_RESOLVED: Duration = Duration::from_secs(15);
 
+/// How far beyond one poll interval the re-read of recent time reaches.
+const NEAR_MARGIN: Duration = Duration::from_millis(150);
+
 /// Items read and not yet resolved: for de-duplication between readers and for the watermark.
 #[derive(Debug)]
 struct Pending<K> {
@@ -492,6 +495,12 @@ async fn head_reader<S: ExpiryStore, C: Clock>(
 ) {
     let config = &shared.config;
     let lookback = config.lookback.max(config.poll_interval);
+    // Items written late, with an expiry before what an earlier read already covered, are found
+    // by re-reading only up to one poll (and a margin) ahead: the read that sees such an item
+    // comes at least `NEAR_MARGIN` before its expiry. Further ahead, each read fetches only the
+    // time no read has covered yet, instead of the whole horizon again.
+    let near_ahead = config.poll_interval + NEAR_MARGIN;
+    let mut far_until: Option<Timestamp> = None;
     let mut tick = tokio::time::interval(config.poll_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -500,19 +509,36 @@ async fn head_reader<S: ExpiryStore, C: Clock>(
             _ = tick.tick() => {}
         }
         let now = shared.clock.now();
-        let window = DueWindow::between(
-            now.saturating_sub(lookback),
-            now.saturating_add(config.horizon),
-        );
-        let read = shared
-            .read_window(shard, window, "head", |w| {
-                let timely = timely.clone();
-                async move { timely.send(w).await.is_ok() }
-            })
-            .await;
-        if read.is_ok() {
-            lock(&shared.pending).coverage[shard.0 as usize].head_read(window.oldest, now);
+        let horizon_end = now.saturating_add(config.horizon.max(near_ahead));
+        let near_end = now.saturating_add(near_ahead);
+        let from = now.saturating_sub(lookback);
+        let windows = match far_until {
+            // Contiguous: one read does it all.
+            Some(until) if until > near_end => vec![
+                DueWindow::between(from, near_end),
+                DueWindow::between(Timestamp::from_millis(until.as_millis() + 1), horizon_end),
+            ],
+            _ => vec![DueWindow::between(from, horizon_end)],
+        };
+        let mut ok = true;
+        for window in windows {
+            if window.oldest > window.until {
+                continue;
+            }
+            let read = shared
+                .read_window(shard, window, "head", |w| {
+                    let timely = timely.clone();
+                    async move { timely.send(w).await.is_ok() }
+                })
+                .await;
+            ok &= read.is_ok();
+        }
+        if ok {
+            far_until = Some(horizon_end);
+            lock(&shared.pending).coverage[shard.0 as usize].head_read(from, now);
             lock(&shared.handle.status).last_read_ok = Some(Instant::now());
+        } else {
+            far_until = None;
         }
     }
 }
