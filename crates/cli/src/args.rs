@@ -197,7 +197,7 @@ Exits non-zero if anything was deleted wrongly or left behind.")]
 Start DynamoDB Local (installing it on first use, unless --endpoint-url is given), create a table
 with the expiry index, write items whose TTLs fall a few seconds ahead plus items that must
 survive (TTL extended just before expiry, no TTL, far future, too old, milliseconds by mistake),
-sweep until the expired ones are gone, and print how late after its TTL each one went.")]
+run the daemon until the expired ones are gone, and print how late after its TTL each one went.")]
     Demo(DemoArgs),
 }
 
@@ -296,14 +296,19 @@ pub struct RunArgs {
           value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub concurrency: u64,
 
-    /// How deletes are sent: one DeleteItem per item, or PartiQL batches of up to 25
-    #[arg(long, env = "PRECISE_TTL_DELETE_MODE", default_value = "single")]
+    /// How deletes are sent: PartiQL batches of up to 25 conditional DELETEs when several items
+    /// are due at once (one alone otherwise), or one DeleteItem per item
+    #[arg(long, env = "PRECISE_TTL_DELETE_MODE", default_value = "batch")]
     pub delete_mode: DeleteModeArg,
 
     /// Keys read per index query
     #[arg(long, env = "PRECISE_TTL_PAGE_SIZE", default_value_t = 500,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub page_size: u32,
+
+    /// In batch mode, how long a due item may wait for others to share its request (0: never)
+    #[arg(long, env = "PRECISE_TTL_BATCH_LINGER", default_value = "5ms", value_parser = duration)]
+    pub batch_linger: Duration,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -329,8 +334,8 @@ pub struct DemoArgs {
     #[arg(long, default_value = "5s", value_parser = duration)]
     pub spread: Duration,
 
-    /// Pause between sweep passes
-    #[arg(long, default_value = "100ms", value_parser = duration)]
+    /// How often the daemon reads the index (deletes still happen at each expiry instant)
+    #[arg(long, default_value = "1s", value_parser = poll_interval)]
     pub interval: Duration,
 }
 

@@ -68,7 +68,7 @@ pub struct BenchArgs {
     pub poll_interval: Duration,
 
     /// The daemon's delete mode
-    #[arg(long, default_value = "single")]
+    #[arg(long, default_value = "batch")]
     pub delete_mode: DeleteModeArg,
 
     /// Extra arguments for `precise-ttl run` (repeat the flag for each)

@@ -38,6 +38,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
     config.initial_concurrency = config.initial_concurrency.min(config.max_concurrency);
     config.min_concurrency = config.min_concurrency.min(config.max_concurrency);
     config.max_deletes_per_second = args.max_deletes_per_second;
+    config.batch_linger = args.batch_linger;
     let daemon = Daemon::new(Arc::new(store), Arc::new(SystemClock), config);
 
     let mut where_metrics = String::new();

@@ -50,10 +50,22 @@ pub struct DaemonConfig {
     pub max_deletes_per_second: Option<f64>,
     /// Items per delete request when several are ready (capped by the store's batch size).
     pub max_batch: usize,
+    /// With batching, how long the first due item may wait for others to share its request.
+    /// A few milliseconds turn a steady stream of expiries into batches, which costs the store
+    /// fewer requests; zero sends each item the moment it is due.
+    pub batch_linger: Duration,
     /// Read-ahead items held in memory at most.
     pub max_scheduled: usize,
     /// Backlog items buffered between readers and dispatcher.
     pub backlog_buffer: usize,
+    /// Delete requests for backlog items in flight at most. The store works through requests
+    /// in order, so every backlog request queued ahead delays an item expiring now; a couple
+    /// keep a serialized store busy.
+    pub max_backlog_requests: usize,
+    /// How long the backlog reader waits after a pass that found nothing. It catches what the
+    /// head reads cannot: items written with an expiry already past the lookback, deletes that
+    /// failed, index entries that arrived late.
+    pub backlog_idle_interval: Duration,
     pub backoff: Backoff,
     /// On shutdown, how long in-flight deletes may take to finish.
     pub drain_timeout: Duration,
@@ -72,8 +84,11 @@ impl DaemonConfig {
             max_concurrency: 128,
             max_deletes_per_second: None,
             max_batch: 25,
+            batch_linger: Duration::from_millis(5),
             max_scheduled: 100_000,
             backlog_buffer: 2_000,
+            max_backlog_requests: 2,
+            backlog_idle_interval: Duration::from_secs(5),
             backoff: Backoff::default(),
             drain_timeout: Duration::from_secs(5),
         }
@@ -551,18 +566,33 @@ async fn backlog_reader<S: ExpiryStore, C: Clock>(
 ) {
     let config = &shared.config;
     let lookback = config.lookback.max(config.poll_interval);
-    // An empty backlog costs one query per pass; with nothing found, look once a second at most.
-    let idle = config.poll_interval.max(Duration::from_secs(1));
+    // An empty backlog costs one query per shard and pass, and the head reads already cover the
+    // recent past; with nothing found, look again after `backlog_idle_interval`.
+    let idle = config.poll_interval.max(config.backlog_idle_interval);
     let mut pause = Duration::ZERO;
+    let mut generation = lock(&shared.pending).coverage[shard.0 as usize].error_generation;
     loop {
-        tokio::select! {
-            _ = stopped(&mut stop) => return,
-            _ = tokio::time::sleep(pause) => {}
+        // Wait out the pause, but come back at the next poll if a delete of this shard failed
+        // meanwhile: its item needs this reader to find it again.
+        let waiting = Instant::now();
+        loop {
+            let step = pause
+                .saturating_sub(waiting.elapsed())
+                .min(config.poll_interval);
+            tokio::select! {
+                _ = stopped(&mut stop) => return,
+                _ = tokio::time::sleep(step) => {}
+            }
+            let failed =
+                lock(&shared.pending).coverage[shard.0 as usize].error_generation != generation;
+            if failed || waiting.elapsed() >= pause {
+                break;
+            }
         }
         let now = shared.clock.now();
         let bound = now.saturating_sub(lookback);
         let window = DueWindow::between(now.saturating_sub(NATIVE_TTL_MAX_AGE), bound);
-        let generation = lock(&shared.pending).coverage[shard.0 as usize].error_generation;
+        generation = lock(&shared.pending).coverage[shard.0 as usize].error_generation;
         let read = shared
             .read_window(shard, window, "backlog", |w| {
                 let backlog = backlog.clone();
@@ -614,6 +644,9 @@ impl<K> Ord for Scheduled<K> {
 
 type Outcomes<K> = Vec<(Work<K>, Result<DeleteOutcome, StoreError>, Timestamp)>;
 
+/// A finished delete request: whether it carried backlog items, and its outcomes.
+type Done<K> = (bool, Outcomes<K>);
+
 async fn dispatch<S: ExpiryStore, C: Clock>(
     shared: Arc<Shared<S, C>>,
     mut timely_rx: mpsc::Receiver<Work<S::Key>>,
@@ -629,7 +662,16 @@ async fn dispatch<S: ExpiryStore, C: Clock>(
     let mut bucket = config
         .max_deletes_per_second
         .map(|r| TokenBucket::new(r, (r / 10.0).max(max_batch as f64)));
-    let mut in_flight: JoinSet<Outcomes<S::Key>> = JoinSet::new();
+    let mut in_flight: JoinSet<Done<S::Key>> = JoinSet::new();
+    let mut backlog_in_flight = 0usize;
+    let max_backlog = config.max_backlog_requests.max(1);
+    let linger = if max_batch > 1 {
+        config.batch_linger
+    } else {
+        Duration::ZERO
+    };
+    // When the oldest item in `ready` became due, for the linger.
+    let mut ready_since: Option<tokio::time::Instant> = None;
     let mut timely_open = true;
     let mut backlog_open = true;
 
@@ -656,13 +698,25 @@ async fn dispatch<S: ExpiryStore, C: Clock>(
             let Reverse(s) = heap.pop().expect("peeked");
             ready.push_back(s.work);
         }
+        if ready.is_empty() {
+            ready_since = None;
+        } else if ready_since.is_none() {
+            ready_since = Some(tokio::time::Instant::now());
+        }
+        // Hold a short run of due items back to share one request, unless a request's worth
+        // is already there.
+        let lingering = ready_since
+            .filter(|_| ready.len() < max_batch && !linger.is_zero())
+            .map(|since| since + linger)
+            .filter(|until| *until > tokio::time::Instant::now());
         while let Some(done) = in_flight.try_join_next() {
-            settle(&shared, done);
+            settle(&shared, done, &mut backlog_in_flight);
         }
 
         let limit = lock(&shared.aimd).limit();
         metrics::gauge!(m::CONCURRENCY_LIMIT).set(limit as f64);
-        if ready.is_empty() && backlog.is_empty() && in_flight.len() < limit {
+        let backlog_room = backlog_in_flight < max_backlog;
+        if ready.is_empty() && backlog.is_empty() && in_flight.len() < limit && backlog_room {
             while backlog.len() < max_batch {
                 match backlog_rx.try_recv() {
                     Ok(w) => backlog.push_back(w),
@@ -670,12 +724,12 @@ async fn dispatch<S: ExpiryStore, C: Clock>(
                 }
             }
         }
-        let source = if !ready.is_empty() {
-            Some(&mut ready)
-        } else if !backlog.is_empty() {
-            Some(&mut backlog)
+        let (source, is_backlog) = if !ready.is_empty() && lingering.is_none() {
+            (Some(&mut ready), false)
+        } else if !backlog.is_empty() && backlog_room {
+            (Some(&mut backlog), true)
         } else {
-            None
+            (None, false)
         };
         if let (Some(queue), true) = (source, in_flight.len() < limit) {
             let n = queue.len().min(max_batch);
@@ -689,20 +743,33 @@ async fn dispatch<S: ExpiryStore, C: Clock>(
                 continue;
             }
             let batch: Vec<_> = queue.drain(..n).collect();
-            in_flight.spawn(delete_batch(Arc::clone(&shared), batch));
+            if !is_backlog {
+                ready_since = (!ready.is_empty()).then(tokio::time::Instant::now);
+            }
+            let task = delete_batch(Arc::clone(&shared), batch);
+            in_flight.spawn(async move { (is_backlog, task.await) });
+            backlog_in_flight += usize::from(is_backlog);
             continue;
         }
 
         // Nothing to send right now: wait for the next event.
         let next_expiry = heap.peek().map(|Reverse(s)| s.expiry.at());
-        let sleep_for = next_expiry
+        let mut sleep_for = next_expiry
             .map(|t| Duration::from_millis(t.millis_since(shared.clock.now()).max(0) as u64));
-        let can_take_backlog =
-            backlog.is_empty() && ready.is_empty() && in_flight.len() < limit && backlog_open;
+        if let Some(until) = lingering {
+            let d = until.saturating_duration_since(tokio::time::Instant::now());
+            sleep_for = Some(sleep_for.map_or(d, |s| s.min(d)));
+        }
+        let can_take_backlog = backlog.is_empty()
+            && ready.is_empty()
+            && lingering.is_none()
+            && in_flight.len() < limit
+            && backlog_room
+            && backlog_open;
         tokio::select! {
             biased;
             _ = stopped(&mut stop) => break,
-            Some(done) = in_flight.join_next(), if !in_flight.is_empty() => settle(&shared, done),
+            Some(done) = in_flight.join_next(), if !in_flight.is_empty() => settle(&shared, done, &mut backlog_in_flight),
             _ = sleep_opt(sleep_for) => {}
             w = timely_rx.recv(), if timely_open && heap.len() < config.max_scheduled => match w {
                 Some(w) => {
@@ -722,7 +789,7 @@ async fn dispatch<S: ExpiryStore, C: Clock>(
     let deadline = tokio::time::Instant::now() + config.drain_timeout;
     while !in_flight.is_empty() {
         match tokio::time::timeout_at(deadline, in_flight.join_next()).await {
-            Ok(Some(done)) => settle(&shared, done),
+            Ok(Some(done)) => settle(&shared, done, &mut backlog_in_flight),
             Ok(None) => break,
             Err(_) => {
                 tracing::warn!(
@@ -745,10 +812,14 @@ async fn sleep_opt(d: Option<Duration>) {
 
 fn settle<S: ExpiryStore, C: Clock>(
     shared: &Shared<S, C>,
-    done: Result<Outcomes<S::Key>, tokio::task::JoinError>,
+    done: Result<Done<S::Key>, tokio::task::JoinError>,
+    backlog_in_flight: &mut usize,
 ) {
     let outcomes = match done {
-        Ok(o) => o,
+        Ok((was_backlog, o)) => {
+            *backlog_in_flight -= usize::from(was_backlog);
+            o
+        }
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         Err(_) => return,
     };
