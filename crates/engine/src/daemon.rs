@@ -58,10 +58,10 @@ pub struct DaemonConfig {
     pub max_scheduled: usize,
     /// Backlog items buffered between readers and dispatcher.
     pub backlog_buffer: usize,
-    /// Delete requests for backlog items in flight at most. The store works through requests
-    /// in order, so every backlog request queued ahead delays an item expiring now; a couple
-    /// keep a serialized store busy.
-    pub max_backlog_requests: usize,
+    /// Backlog items in delete requests in flight at most. The store works through requests
+    /// in order, so every backlog item queued ahead delays an item expiring now; two batches'
+    /// worth keep a serialized store busy.
+    pub max_backlog_in_flight: usize,
     /// How long the backlog reader waits after a pass that found nothing. It catches what the
     /// head reads cannot: items written with an expiry already past the lookback, deletes that
     /// failed, index entries that arrived late.
@@ -87,7 +87,7 @@ impl DaemonConfig {
             batch_linger: Duration::from_millis(5),
             max_scheduled: 100_000,
             backlog_buffer: 2_000,
-            max_backlog_requests: 2,
+            max_backlog_in_flight: 50,
             backlog_idle_interval: Duration::from_secs(5),
             backoff: Backoff::default(),
             drain_timeout: Duration::from_secs(5),
@@ -644,8 +644,8 @@ impl<K> Ord for Scheduled<K> {
 
 type Outcomes<K> = Vec<(Work<K>, Result<DeleteOutcome, StoreError>, Timestamp)>;
 
-/// A finished delete request: whether it carried backlog items, and its outcomes.
-type Done<K> = (bool, Outcomes<K>);
+/// A finished delete request: how many backlog items it carried, and its outcomes.
+type Done<K> = (usize, Outcomes<K>);
 
 async fn dispatch<S: ExpiryStore, C: Clock>(
     shared: Arc<Shared<S, C>>,
@@ -664,7 +664,7 @@ async fn dispatch<S: ExpiryStore, C: Clock>(
         .map(|r| TokenBucket::new(r, (r / 10.0).max(max_batch as f64)));
     let mut in_flight: JoinSet<Done<S::Key>> = JoinSet::new();
     let mut backlog_in_flight = 0usize;
-    let max_backlog = config.max_backlog_requests.max(1);
+    let max_backlog = config.max_backlog_in_flight.max(1);
     let linger = if max_batch > 1 {
         config.batch_linger
     } else {
@@ -716,7 +716,8 @@ async fn dispatch<S: ExpiryStore, C: Clock>(
         let limit = lock(&shared.aimd).limit();
         metrics::gauge!(m::CONCURRENCY_LIMIT).set(limit as f64);
         let backlog_room = backlog_in_flight < max_backlog;
-        if ready.is_empty() && backlog.is_empty() && in_flight.len() < limit && backlog_room {
+        if ready.is_empty() && backlog.len() < max_batch && in_flight.len() < limit && backlog_room
+        {
             while backlog.len() < max_batch {
                 match backlog_rx.try_recv() {
                     Ok(w) => backlog.push_back(w),
@@ -732,7 +733,10 @@ async fn dispatch<S: ExpiryStore, C: Clock>(
             (None, false)
         };
         if let (Some(queue), true) = (source, in_flight.len() < limit) {
-            let n = queue.len().min(max_batch);
+            let mut n = queue.len().min(max_batch);
+            if is_backlog {
+                n = n.min(max_backlog - backlog_in_flight);
+            }
             if let Some(bucket) = bucket.as_mut()
                 && let Err(wait) = bucket.take(now, n as f64)
             {
@@ -747,8 +751,9 @@ async fn dispatch<S: ExpiryStore, C: Clock>(
                 ready_since = (!ready.is_empty()).then(tokio::time::Instant::now);
             }
             let task = delete_batch(Arc::clone(&shared), batch);
-            in_flight.spawn(async move { (is_backlog, task.await) });
-            backlog_in_flight += usize::from(is_backlog);
+            let backlog_items = if is_backlog { n } else { 0 };
+            in_flight.spawn(async move { (backlog_items, task.await) });
+            backlog_in_flight += backlog_items;
             continue;
         }
 
@@ -760,7 +765,7 @@ async fn dispatch<S: ExpiryStore, C: Clock>(
             let d = until.saturating_duration_since(tokio::time::Instant::now());
             sleep_for = Some(sleep_for.map_or(d, |s| s.min(d)));
         }
-        let can_take_backlog = backlog.is_empty()
+        let can_take_backlog = backlog.len() < max_batch
             && ready.is_empty()
             && lingering.is_none()
             && in_flight.len() < limit
@@ -816,8 +821,8 @@ fn settle<S: ExpiryStore, C: Clock>(
     backlog_in_flight: &mut usize,
 ) {
     let outcomes = match done {
-        Ok((was_backlog, o)) => {
-            *backlog_in_flight -= usize::from(was_backlog);
+        Ok((backlog_items, o)) => {
+            *backlog_in_flight -= backlog_items;
             o
         }
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),

@@ -2,8 +2,10 @@
 //! one named by `PRECISE_TTL_TEST_ENDPOINT`). Every test works on its own randomly named table,
 //! deleted when the test ends.
 
+mod chaos;
 mod cli;
 mod daemon;
+mod proxy;
 mod setup;
 mod support;
 mod sweep;

@@ -1,0 +1,396 @@
+//! Chaos against DynamoDB Local: a daemon killed at random moments, two daemons at once, the
+//! store unreachable, throttling and server errors on the wire, native TTL racing our deletes.
+//! After each: nothing wrongly deleted, nothing left behind, no panic.
+//!
+//! CI runs a reduced form. `PRECISE_TTL_CHAOS_FULL=1 cargo test -p precise-ttl-cli chaos` runs
+//! the full one (20 kill rounds, a 10 s outage).
+
+use crate::proxy::{FaultProxy, Faults};
+use crate::support::{TestTable, endpoint, item, n, now, precise_ttl};
+use aws_sdk_dynamodb::types::{AttributeValue, TimeToLiveSpecification};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Chaos scenarios run one at a time: several debug-build daemons and DynamoDB Local on two
+/// cores would measure the machine, not the sweeper.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn full() -> bool {
+    std::env::var_os("PRECISE_TTL_CHAOS_FULL").is_some()
+}
+
+fn at(offset_ms: i64) -> AttributeValue {
+    n(
+        precise_ttl_core::Timestamp::from_millis(now().as_millis() + offset_ms)
+            .to_epoch_seconds_text(),
+    )
+}
+
+async fn table_with_index() -> TestTable {
+    let table = TestTable::named();
+    precise_ttl()
+        .args([
+            "setup",
+            "--table",
+            &table.name,
+            "--create-table",
+            "--partition-key",
+            "pk",
+            "--no-native-ttl",
+        ])
+        .assert()
+        .success();
+    table
+}
+
+/// What a scenario planted: keys that must go, keys that must stay.
+struct Plan {
+    due: Vec<String>,
+    survivors: Vec<String>,
+    extend: Vec<(Instant, String)>,
+    last_ttl: Instant,
+}
+
+/// `expiring` items over the next `spread_ms`, a backlog, items expiring in an hour, and items
+/// whose TTL a writer extends one second before they are due.
+async fn plant(table: &TestTable, expiring: i64, spread_ms: i64, backlog: i64) -> Plan {
+    let mut items = Vec::new();
+    let mut plan = Plan {
+        due: Vec::new(),
+        survivors: Vec::new(),
+        extend: Vec::new(),
+        last_ttl: Instant::now() + Duration::from_millis(spread_ms as u64 + 600),
+    };
+    for i in 0..expiring {
+        let key = format!("due-{i}");
+        items.push(item(
+            &key,
+            &[
+                ("ttl", at(600 + spread_ms * i / expiring)),
+                ("ttl_shard", n(i % 16)),
+            ],
+        ));
+        plan.due.push(key);
+    }
+    for i in 0..backlog {
+        let key = format!("backlog-{i}");
+        items.push(item(
+            &key,
+            &[("ttl", at(-60_000 - i)), ("ttl_shard", n(i % 16))],
+        ));
+        plan.due.push(key);
+    }
+    for i in 0..10 {
+        let key = format!("later-{i}");
+        items.push(item(
+            &key,
+            &[("ttl", at(3_600_000)), ("ttl_shard", n(i % 16))],
+        ));
+        plan.survivors.push(key);
+        let key = format!("extended-{i}");
+        let offset = 1500 + (spread_ms - 1500).max(0) * i / 10;
+        items.push(item(&key, &[("ttl", at(offset)), ("ttl_shard", n(i % 16))]));
+        plan.extend.push((
+            Instant::now() + Duration::from_millis((offset - 1000).max(0) as u64),
+            key.clone(),
+        ));
+        plan.survivors.push(key);
+    }
+    table.put_many(items).await;
+    plan
+}
+
+/// Extends each planned item's TTL by an hour at its planned moment.
+fn extender(table: &TestTable, plan: &Plan) -> tokio::task::JoinHandle<()> {
+    let dynamo = table.dynamo.clone();
+    let name = table.name.clone();
+    let mut todo = plan.extend.clone();
+    tokio::spawn(async move {
+        todo.sort();
+        for (when, key) in todo {
+            tokio::time::sleep_until(when.into()).await;
+            dynamo
+                .write
+                .update_item()
+                .table_name(&name)
+                .key("pk", AttributeValue::S(key))
+                .update_expression("SET #t = :t")
+                .expression_attribute_names("#t", "ttl")
+                .expression_attribute_values(":t", at(3_600_000))
+                .send()
+                .await
+                .expect("extend");
+        }
+    })
+}
+
+async fn left_count(table: &TestTable, plan: &Plan) -> usize {
+    let mut left = 0;
+    for key in &plan.due {
+        if table.get(key).await.is_some() {
+            left += 1;
+        }
+    }
+    left
+}
+
+/// Runs a daemon until every due item is gone (after the last TTL) or `timeout`, then stops it
+/// with SIGTERM; it must exit cleanly.
+async fn run_until_clean(
+    table: &TestTable,
+    plan: &Plan,
+    endpoint: &str,
+    extra: &[&str],
+    timeout: Duration,
+) -> String {
+    let child = daemon(&table.name, endpoint, extra);
+    let started = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        if Instant::now() > plan.last_ttl + Duration::from_millis(500)
+            && left_count(table, plan).await == 0
+        {
+            break;
+        }
+        if started.elapsed() > timeout {
+            break;
+        }
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    finish(child).await
+}
+
+async fn verdict(table: &TestTable, plan: &Plan) {
+    let mut left = Vec::new();
+    for key in &plan.due {
+        if table.get(key).await.is_some() {
+            left.push(key.clone());
+        }
+    }
+    let mut wrong = Vec::new();
+    for key in &plan.survivors {
+        if table.get(key).await.is_none() {
+            wrong.push(key.clone());
+        }
+    }
+    assert!(wrong.is_empty(), "wrongly deleted: {wrong:?}");
+    assert!(
+        left.is_empty(),
+        "left behind: {} e.g. {:?}",
+        left.len(),
+        &left[..left.len().min(5)]
+    );
+}
+
+fn daemon(table: &str, endpoint: &str, extra: &[&str]) -> Child {
+    Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
+        .args([
+            "run",
+            "--table",
+            table,
+            "--endpoint-url",
+            endpoint,
+            "--poll-interval",
+            "200ms",
+        ])
+        .args(["--connect-timeout", "1s", "--attempt-timeout", "1s"])
+        .args(extra)
+        .env_remove("PRECISE_TTL_TABLE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+async fn finish(child: Child) -> String {
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(out.status.success(), "{}\n{stderr}", out.status);
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_killed_at_random_moments_and_restarted_loses_nothing() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let table = table_with_index().await;
+    let rounds = if full() { 20 } else { 4 };
+    let plan = plant(&table, 400, 300 * rounds, 300).await;
+    let extending = extender(&table, &plan);
+    for _ in 0..rounds {
+        let mut child = daemon(&table.name, endpoint(), &[]);
+        tokio::time::sleep(Duration::from_millis(fastrand::u64(100..500))).await;
+        let _ = Command::new("kill")
+            .args(["-KILL", &child.id().to_string()])
+            .status();
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "killed");
+    }
+    run_until_clean(&table, &plan, endpoint(), &[], Duration::from_secs(60)).await;
+    extending.await.unwrap();
+    verdict(&table, &plan).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_daemons_on_one_table_share_the_work_safely() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let table = table_with_index().await;
+    let plan = plant(&table, 400, 3000, 300).await;
+    let extending = extender(&table, &plan);
+    let run_for = plan.last_ttl.saturating_duration_since(Instant::now()) + Duration::from_secs(6);
+    let for_arg = format!("{}ms", run_for.as_millis());
+    let a = daemon(&table.name, endpoint(), &["--for", &for_arg]);
+    let b = daemon(
+        &table.name,
+        endpoint(),
+        &["--for", &for_arg, "--delete-mode", "single"],
+    );
+    let (out_a, out_b) = (finish(a).await, finish(b).await);
+    extending.await.unwrap();
+    verdict(&table, &plan).await;
+    let deleted = |out: &str| -> u64 {
+        out.split("deleted ")
+            .nth(1)
+            .and_then(|s| s.split(',').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0)
+    };
+    // DynamoDB Local answers a PartiQL DELETE of an item that is already gone with success, so
+    // the batch-mode daemon may count some of the other daemon's deletes as its own.
+    assert!(deleted(&out_a) + deleted(&out_b) >= 700, "{out_a}\n{out_b}");
+    assert!(
+        deleted(&out_b) > 0 && deleted(&out_a) > 0,
+        "both did work: {out_a}\n{out_b}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_rides_out_an_unreachable_store_and_catches_up() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let table = table_with_index().await;
+    let outage = Duration::from_secs(if full() { 10 } else { 5 });
+    let proxy = FaultProxy::start(endpoint()).await;
+    let plan = plant(&table, 300, outage.as_millis() as i64 + 1000, 100).await;
+    let extending = extender(&table, &plan);
+    let down = {
+        let state = std::sync::Arc::clone(&proxy.state);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(800)).await;
+            crate::proxy::set(
+                &state,
+                Faults {
+                    down: true,
+                    ..Faults::default()
+                },
+            );
+            tokio::time::sleep(outage).await;
+            crate::proxy::set(&state, Faults::default());
+        })
+    };
+    let out = run_until_clean(
+        &table,
+        &plan,
+        &proxy.url,
+        &[],
+        outage + Duration::from_secs(60),
+    )
+    .await;
+    down.await.unwrap();
+    assert!(out.contains("stopped: deleted"), "{out}");
+    extending.await.unwrap();
+    verdict(&table, &plan).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_percent_throttling_on_the_wire_then_prompt_recovery() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let table = table_with_index().await;
+    let proxy = FaultProxy::start(endpoint()).await;
+    proxy.set(Faults {
+        throttle: 200,
+        server_error: 20,
+        slow: 5,
+        reset: 5,
+        down: false,
+    });
+    // Items expire during the faults (0.6–4.6 s) and after them (5–6 s).
+    let plan = plant(&table, 300, 4000, 200).await;
+    let mut after = Vec::new();
+    for i in 0..50 {
+        let key = format!("after-{i}");
+        after.push(item(
+            &key,
+            &[("ttl", at(5000 + 20 * i)), ("ttl_shard", n(i % 16))],
+        ));
+    }
+    table.put_many(after).await;
+    let extending = extender(&table, &plan);
+    let started = Instant::now();
+    let child = daemon(&table.name, &proxy.url, &["--for", "20s"]);
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    proxy.set(Faults::default());
+    // Faults stop at ~4.5 s; the items due between 5 and 6 s must be gone within seconds.
+    let mut late = Vec::new();
+    while started.elapsed() < Duration::from_secs(9) {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        late.clear();
+        for i in 0..50 {
+            if table.get(&format!("after-{i}")).await.is_some() {
+                late.push(i);
+            }
+        }
+        if late.is_empty() && started.elapsed() > Duration::from_secs(6) {
+            break;
+        }
+    }
+    assert!(
+        late.is_empty(),
+        "items expiring after the faults still there 3 s later: {late:?}"
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let out = finish(child).await;
+    extending.await.unwrap();
+    verdict(&table, &plan).await;
+    assert!(
+        proxy
+            .state
+            .injected
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 10,
+        "faults were injected"
+    );
+    assert!(out.contains("throttled"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_ttl_racing_our_deletes_does_no_harm() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let table = table_with_index().await;
+    table
+        .dynamo
+        .query
+        .update_time_to_live()
+        .table_name(&table.name)
+        .time_to_live_specification(
+            TimeToLiveSpecification::builder()
+                .enabled(true)
+                .attribute_name("ttl")
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let plan = plant(&table, 200, 2000, 200).await;
+    let extending = extender(&table, &plan);
+    run_until_clean(&table, &plan, endpoint(), &[], Duration::from_secs(60)).await;
+    extending.await.unwrap();
+    verdict(&table, &plan).await;
+}
