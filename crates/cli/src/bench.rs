@@ -545,7 +545,7 @@ async fn create_bare(dynamo: &Dynamo, table: &str) -> anyhow::Result<()> {
 }
 
 /// BatchWriteItem, four requests in flight.
-async fn put_all(
+pub(crate) async fn put_all(
     dynamo: &Dynamo,
     table: &str,
     items: Vec<HashMap<String, AttributeValue>>,

@@ -3,7 +3,7 @@
 use crate::Outcome;
 use crate::args::{DemoArgs, Global};
 use anyhow::Context;
-use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use aws_sdk_dynamodb::types::AttributeValue;
 use precise_ttl_core::{Expiry, TtlLayout};
 use precise_ttl_dynamodb::item::writer_values;
 use precise_ttl_dynamodb::{
@@ -147,7 +147,9 @@ pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
         Some(t0.as_millis().to_string()),
     ));
     items.push(item(&layout, "no-ttl", None));
-    write_items(&dynamo, &table, items).await?;
+    crate::bench::put_all(&dynamo, &table, items, None)
+        .await
+        .context("writing the demo items")?;
     println!(
         "wrote {n} items expiring {:.0}–{:.0} s from now, and {} that must survive",
         first.as_secs_f64(),
@@ -292,40 +294,4 @@ fn item(layout: &TtlLayout, pk: &str, ttl: Option<String>) -> HashMap<String, At
         item.insert(layout.ttl_attribute.clone(), AttributeValue::N(ttl));
     }
     item
-}
-
-async fn write_items(
-    dynamo: &Dynamo,
-    table: &str,
-    items: Vec<HashMap<String, AttributeValue>>,
-) -> anyhow::Result<()> {
-    for chunk in items.chunks(25) {
-        let mut requests: Vec<WriteRequest> = chunk
-            .iter()
-            .map(|i| {
-                WriteRequest::builder()
-                    .put_request(
-                        PutRequest::builder()
-                            .set_item(Some(i.clone()))
-                            .build()
-                            .expect("item is set"),
-                    )
-                    .build()
-            })
-            .collect();
-        while !requests.is_empty() {
-            let out = dynamo
-                .write
-                .batch_write_item()
-                .request_items(table, requests)
-                .send()
-                .await
-                .context("writing the demo items")?;
-            requests = out
-                .unprocessed_items
-                .and_then(|mut u| u.remove(table))
-                .unwrap_or_default();
-        }
-    }
-    Ok(())
 }

@@ -6,7 +6,7 @@
 //! the full one (20 kill rounds, a 10 s outage).
 
 use crate::proxy::{FaultProxy, Faults};
-use crate::support::{TestTable, endpoint, item, n, now, precise_ttl};
+use crate::support::{TestTable, at, endpoint, item, n, table_with_index};
 use aws_sdk_dynamodb::types::{AttributeValue, TimeToLiveSpecification};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -17,30 +17,6 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 
 fn full() -> bool {
     std::env::var_os("PRECISE_TTL_CHAOS_FULL").is_some()
-}
-
-fn at(offset_ms: i64) -> AttributeValue {
-    n(
-        precise_ttl_core::Timestamp::from_millis(now().as_millis() + offset_ms)
-            .to_epoch_seconds_text(),
-    )
-}
-
-async fn table_with_index() -> TestTable {
-    let table = TestTable::named();
-    precise_ttl()
-        .args([
-            "setup",
-            "--table",
-            &table.name,
-            "--create-table",
-            "--partition-key",
-            "pk",
-            "--no-native-ttl",
-        ])
-        .assert()
-        .success();
-    table
 }
 
 /// What a scenario planted: keys that must go, keys that must stay.

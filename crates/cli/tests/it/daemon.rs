@@ -1,35 +1,11 @@
 //! `precise-ttl run` as users run it, against DynamoDB Local.
 
-use crate::support::{TestTable, item, n, now, precise_ttl};
+use crate::support::{at, item, n, precise_ttl, table_with_index};
 use aws_sdk_dynamodb::types::AttributeValue;
 use predicates::prelude::*;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-async fn table_with_index() -> TestTable {
-    let table = TestTable::named();
-    precise_ttl()
-        .args([
-            "setup",
-            "--table",
-            &table.name,
-            "--create-table",
-            "--partition-key",
-            "pk",
-            "--no-native-ttl",
-        ])
-        .assert()
-        .success();
-    table
-}
-
-fn at(offset_ms: i64) -> AttributeValue {
-    n(
-        precise_ttl_core::Timestamp::from_millis(now().as_millis() + offset_ms)
-            .to_epoch_seconds_text(),
-    )
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_deletes_backlog_and_expirations_and_spares_an_extended_item() {

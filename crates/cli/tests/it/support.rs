@@ -213,3 +213,26 @@ pub fn precise_ttl() -> assert_cmd::Command {
         .timeout(std::time::Duration::from_secs(120));
     cmd
 }
+
+/// A TTL `offset_ms` from now, as a DynamoDB Number.
+pub fn at(offset_ms: i64) -> AttributeValue {
+    n(Timestamp::from_millis(now().as_millis() + offset_ms).to_epoch_seconds_text())
+}
+
+/// A new table with the expiry index, made by `precise-ttl setup --create-table`.
+pub async fn table_with_index() -> TestTable {
+    let table = TestTable::named();
+    precise_ttl()
+        .args([
+            "setup",
+            "--table",
+            &table.name,
+            "--create-table",
+            "--partition-key",
+            "pk",
+            "--no-native-ttl",
+        ])
+        .assert()
+        .success();
+    table
+}
