@@ -322,9 +322,23 @@ struct Shared<S: ExpiryStore, C: Clock> {
     fatal: Mutex<Option<StoreError>>,
     stop: watch::Sender<bool>,
     handle: DaemonHandle,
+    /// Delete requests at the store right now. A request waiting out a backoff does not count:
+    /// holding its slot while it sleeps would let a few throttled requests block everything.
+    active: std::sync::atomic::AtomicUsize,
+    /// Told whenever `active` drops, so the dispatcher can use the freed slot.
+    slot_freed: tokio::sync::Notify,
 }
 
 impl<S: ExpiryStore, C: Clock> Shared<S, C> {
+    fn release_slot(&self) {
+        self.active.fetch_sub(1, Ordering::SeqCst);
+        self.slot_freed.notify_one();
+    }
+
+    fn active(&self) -> usize {
+        self.active.load(Ordering::SeqCst)
+    }
+
     fn fail(&self, e: StoreError) {
         tracing::error!(error = %e, "fatal store error; stopping");
         lock(&self.fatal).get_or_insert(e);
@@ -438,6 +452,8 @@ impl<S: ExpiryStore, C: Clock> Daemon<S, C> {
                 Duration::from_millis(200),
             )),
             counters: Counters::default(),
+            active: std::sync::atomic::AtomicUsize::new(0),
+            slot_freed: tokio::sync::Notify::new(),
             fatal: Mutex::new(None),
             stop,
             handle: self.handle,
@@ -716,7 +732,7 @@ async fn dispatch<S: ExpiryStore, C: Clock>(
         let limit = lock(&shared.aimd).limit();
         metrics::gauge!(m::CONCURRENCY_LIMIT).set(limit as f64);
         let backlog_room = backlog_in_flight < max_backlog;
-        if ready.is_empty() && backlog.len() < max_batch && in_flight.len() < limit && backlog_room
+        if ready.is_empty() && backlog.len() < max_batch && shared.active() < limit && backlog_room
         {
             while backlog.len() < max_batch {
                 match backlog_rx.try_recv() {
@@ -732,7 +748,7 @@ async fn dispatch<S: ExpiryStore, C: Clock>(
         } else {
             (None, false)
         };
-        if let (Some(queue), true) = (source, in_flight.len() < limit) {
+        if let (Some(queue), true) = (source, shared.active() < limit) {
             let mut n = queue.len().min(max_batch);
             if is_backlog {
                 n = n.min(max_backlog - backlog_in_flight);
@@ -750,6 +766,8 @@ async fn dispatch<S: ExpiryStore, C: Clock>(
             if !is_backlog {
                 ready_since = (!ready.is_empty()).then(tokio::time::Instant::now);
             }
+            // The slot is taken here, before the task runs, so the loop cannot over-dispatch.
+            shared.active.fetch_add(1, Ordering::SeqCst);
             let task = delete_batch(Arc::clone(&shared), batch);
             let backlog_items = if is_backlog { n } else { 0 };
             in_flight.spawn(async move { (backlog_items, task.await) });
@@ -768,7 +786,7 @@ async fn dispatch<S: ExpiryStore, C: Clock>(
         let can_take_backlog = backlog.len() < max_batch
             && ready.is_empty()
             && lingering.is_none()
-            && in_flight.len() < limit
+            && shared.active() < limit
             && backlog_room
             && backlog_open;
         tokio::select! {
@@ -776,6 +794,7 @@ async fn dispatch<S: ExpiryStore, C: Clock>(
             _ = stopped(&mut stop) => break,
             Some(done) = in_flight.join_next(), if !in_flight.is_empty() => settle(&shared, done, &mut backlog_in_flight),
             _ = sleep_opt(sleep_for) => {}
+            _ = shared.slot_freed.notified() => {}
             w = timely_rx.recv(), if timely_open && heap.len() < config.max_scheduled => match w {
                 Some(w) => {
                     seq += 1;
@@ -896,6 +915,7 @@ async fn delete_batch<S: ExpiryStore, C: Clock>(
                 other => done.push((work, other, acked)),
             }
         }
+        shared.release_slot();
         if retry.is_empty() {
             return done;
         }
@@ -903,6 +923,7 @@ async fn delete_batch<S: ExpiryStore, C: Clock>(
             shared.throttled();
         }
         tokio::time::sleep(shared.config.backoff.delay(attempt, fastrand::f64())).await;
+        shared.active.fetch_add(1, Ordering::SeqCst);
         attempt += 1;
         todo = retry;
     }

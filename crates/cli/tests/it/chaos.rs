@@ -119,7 +119,22 @@ async fn run_until_clean(
     extra: &[&str],
     timeout: Duration,
 ) -> String {
-    let child = daemon(&table.name, endpoint, extra);
+    let mut outs = run_many_until_clean(table, plan, endpoint, &[extra], timeout).await;
+    outs.remove(0)
+}
+
+/// As [`run_until_clean`], with one daemon per argument list, all at once.
+async fn run_many_until_clean(
+    table: &TestTable,
+    plan: &Plan,
+    endpoint: &str,
+    extras: &[&[&str]],
+    timeout: Duration,
+) -> Vec<String> {
+    let children: Vec<Child> = extras
+        .iter()
+        .map(|extra| daemon(&table.name, endpoint, extra))
+        .collect();
     let started = Instant::now();
     loop {
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -132,10 +147,14 @@ async fn run_until_clean(
             break;
         }
     }
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    finish(child).await
+    let mut outs = Vec::new();
+    for child in children {
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        outs.push(finish(child).await);
+    }
+    outs
 }
 
 async fn verdict(table: &TestTable, plan: &Plan) {
@@ -171,7 +190,7 @@ fn daemon(table: &str, endpoint: &str, extra: &[&str]) -> Child {
             "--poll-interval",
             "200ms",
         ])
-        .args(["--connect-timeout", "1s", "--attempt-timeout", "1s"])
+        .args(["--connect-timeout", "1s"])
         .args(extra)
         .env_remove("PRECISE_TTL_TABLE")
         .stdout(Stdio::piped())
@@ -218,15 +237,15 @@ async fn two_daemons_on_one_table_share_the_work_safely() {
     let table = table_with_index().await;
     let plan = plant(&table, 400, 3000, 300).await;
     let extending = extender(&table, &plan);
-    let run_for = plan.last_ttl.saturating_duration_since(Instant::now()) + Duration::from_secs(6);
-    let for_arg = format!("{}ms", run_for.as_millis());
-    let a = daemon(&table.name, endpoint(), &["--for", &for_arg]);
-    let b = daemon(
-        &table.name,
+    let outs = run_many_until_clean(
+        &table,
+        &plan,
         endpoint(),
-        &["--for", &for_arg, "--delete-mode", "single"],
-    );
-    let (out_a, out_b) = (finish(a).await, finish(b).await);
+        &[&[], &["--delete-mode", "single"]],
+        Duration::from_secs(60),
+    )
+    .await;
+    let (out_a, out_b) = (&outs[0], &outs[1]);
     extending.await.unwrap();
     verdict(&table, &plan).await;
     let deleted = |out: &str| -> u64 {
@@ -238,9 +257,9 @@ async fn two_daemons_on_one_table_share_the_work_safely() {
     };
     // DynamoDB Local answers a PartiQL DELETE of an item that is already gone with success, so
     // the batch-mode daemon may count some of the other daemon's deletes as its own.
-    assert!(deleted(&out_a) + deleted(&out_b) >= 700, "{out_a}\n{out_b}");
+    assert!(deleted(out_a) + deleted(out_b) >= 700, "{out_a}\n{out_b}");
     assert!(
-        deleted(&out_b) > 0 && deleted(&out_a) > 0,
+        deleted(out_b) > 0 && deleted(out_a) > 0,
         "both did work: {out_a}\n{out_b}"
     );
 }
@@ -272,7 +291,7 @@ async fn the_daemon_rides_out_an_unreachable_store_and_catches_up() {
         &table,
         &plan,
         &proxy.url,
-        &[],
+        &["--attempt-timeout", "1s"],
         outage + Duration::from_secs(60),
     )
     .await;
@@ -307,7 +326,11 @@ async fn twenty_percent_throttling_on_the_wire_then_prompt_recovery() {
     table.put_many(after).await;
     let extending = extender(&table, &plan);
     let started = Instant::now();
-    let child = daemon(&table.name, &proxy.url, &["--for", "20s"]);
+    let child = daemon(
+        &table.name,
+        &proxy.url,
+        &["--for", "20s", "--attempt-timeout", "1s"],
+    );
     tokio::time::sleep(Duration::from_millis(4500)).await;
     proxy.set(Faults::default());
     // Faults stop at ~4.5 s; the items due between 5 and 6 s must be gone within seconds.
