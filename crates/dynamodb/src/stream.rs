@@ -3,7 +3,7 @@
 
 use crate::connect::Dynamo;
 use crate::error::AdapterError;
-use aws_sdk_dynamodb::types::{StreamSpecification, StreamViewType};
+use aws_sdk_dynamodb::types::{StreamSpecification, StreamViewType, TableDescription};
 use aws_sdk_dynamodbstreams::types::{AttributeValue, OperationType, ShardIteratorType};
 use precise_ttl_core::ErrorClass;
 use std::time::Duration;
@@ -25,19 +25,26 @@ pub enum EventKind {
     Other(String),
 }
 
-/// Turns the table's stream on (keys only), if it is not on already.
-pub async fn enable_keys_stream(dynamo: &Dynamo, table: &str) -> Result<(), AdapterError> {
-    let endpoint = dynamo.describe_endpoint();
-    let described = dynamo
+/// The table's full description (stream settings are not part of [`crate::TableShape`]).
+async fn describe(dynamo: &Dynamo, table: &str) -> Result<TableDescription, AdapterError> {
+    let out = dynamo
         .query
         .describe_table()
         .table_name(table)
         .send()
         .await
-        .map_err(|e| AdapterError::from_sdk("DescribeTable", &endpoint, e))?;
-    let on = described
-        .table()
-        .and_then(|t| t.stream_specification())
+        .map_err(|e| AdapterError::from_sdk("DescribeTable", &dynamo.describe_endpoint(), e))?;
+    Ok(out
+        .table
+        .unwrap_or_else(|| TableDescription::builder().build()))
+}
+
+/// Turns the table's stream on (keys only), if it is not on already.
+pub async fn enable_keys_stream(dynamo: &Dynamo, table: &str) -> Result<(), AdapterError> {
+    let endpoint = dynamo.describe_endpoint();
+    let on = describe(dynamo, table)
+        .await?
+        .stream_specification()
         .is_some_and(|s| s.stream_enabled());
     if on {
         return Ok(());
@@ -77,17 +84,9 @@ fn stream_error(operation: &'static str, e: impl std::fmt::Display) -> AdapterEr
 impl RemovalStream {
     /// Opens every shard of the table's latest stream at LATEST: only changes from now on.
     pub async fn open_latest(dynamo: &Dynamo, table: &str) -> Result<Self, AdapterError> {
-        let endpoint = dynamo.describe_endpoint();
-        let described = dynamo
-            .query
-            .describe_table()
-            .table_name(table)
-            .send()
-            .await
-            .map_err(|e| AdapterError::from_sdk("DescribeTable", &endpoint, e))?;
-        let arn = described
-            .table()
-            .and_then(|t| t.latest_stream_arn())
+        let arn = describe(dynamo, table)
+            .await?
+            .latest_stream_arn()
             .ok_or_else(|| stream_error("DescribeTable", format!("table {table:?} has no stream")))?
             .to_string();
         let stream = dynamo
