@@ -7,7 +7,7 @@
 
 use crate::proxy::{FaultProxy, Faults};
 use crate::support::{TestTable, at, endpoint, item, n, table_with_index};
-use aws_sdk_dynamodb::types::{AttributeValue, TimeToLiveSpecification};
+use aws_sdk_dynamodb::types::AttributeValue;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -376,21 +376,7 @@ async fn twenty_percent_throttling_on_the_wire_then_prompt_recovery() {
 async fn native_ttl_racing_our_deletes_does_no_harm() {
     let _serial = ONE_AT_A_TIME.lock().await;
     let table = table_with_index().await;
-    table
-        .dynamo
-        .query
-        .update_time_to_live()
-        .table_name(&table.name)
-        .time_to_live_specification(
-            TimeToLiveSpecification::builder()
-                .enabled(true)
-                .attribute_name("ttl")
-                .build()
-                .unwrap(),
-        )
-        .send()
-        .await
-        .unwrap();
+    table.enable_native_ttl("ttl").await;
     let plan = plant(&table, 200, 2000, 200).await;
     let extending = extender(&table, &plan);
     run_until_clean(&table, &plan, endpoint(), &[], Duration::from_secs(60)).await;

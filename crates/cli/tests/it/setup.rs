@@ -3,7 +3,7 @@
 use crate::support::{TestTable, layout};
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
-    ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
+    ProjectionType, ScalarAttributeType,
 };
 use precise_ttl_dynamodb::{
     AdapterError, CreateTable, KeyAttribute, SetupAction, SetupOptions, setup,
@@ -144,21 +144,7 @@ async fn an_index_of_that_name_with_another_schema_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn native_ttl_on_another_attribute_is_refused_unless_left_alone() {
     let table = TestTable::bare().await;
-    table
-        .dynamo
-        .query
-        .update_time_to_live()
-        .table_name(&table.name)
-        .time_to_live_specification(
-            TimeToLiveSpecification::builder()
-                .enabled(true)
-                .attribute_name("expires_at")
-                .build()
-                .unwrap(),
-        )
-        .send()
-        .await
-        .unwrap();
+    table.enable_native_ttl("expires_at").await;
     let err = setup::setup(&table.dynamo, &table.name, &layout(16), &options())
         .await
         .unwrap_err();

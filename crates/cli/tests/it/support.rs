@@ -92,6 +92,24 @@ impl TestTable {
         }
     }
 
+    /// Turns DynamoDB's own TTL on for `attribute` (DynamoDB Local then deletes expired items too).
+    pub async fn enable_native_ttl(&self, attribute: &str) {
+        self.dynamo
+            .query
+            .update_time_to_live()
+            .table_name(&self.name)
+            .time_to_live_specification(
+                aws_sdk_dynamodb::types::TimeToLiveSpecification::builder()
+                    .enabled(true)
+                    .attribute_name(attribute)
+                    .build()
+                    .unwrap(),
+            )
+            .send()
+            .await
+            .expect("update time to live");
+    }
+
     pub async fn put(&self, item: HashMap<String, AttributeValue>) {
         self.dynamo
             .write
