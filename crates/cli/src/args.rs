@@ -82,7 +82,7 @@ pub struct Global {
 
     /// Send requests here instead of the region's AWS endpoint (e.g. http://localhost:8000 for
     /// DynamoDB Local). Also read from AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL
-    #[arg(long, env = "PRECISE_TTL_ENDPOINT_URL", global = true)]
+    #[arg(long, env = "PRECISE_TTL_ENDPOINT_URL", global = true, value_parser = endpoint_url)]
     pub endpoint_url: Option<String>,
 
     /// The AWS region (default: AWS_REGION, then the profile's region)
@@ -358,4 +358,19 @@ pub fn positive_rate(s: &str) -> Result<f64, String> {
             "{s:?} is not a positive number of deletes per second"
         )),
     }
+}
+
+/// `http://host[:port]` or `https://…`: anything else would only fail later, deep in the SDK.
+fn endpoint_url(text: &str) -> Result<String, String> {
+    let rest = text
+        .strip_prefix("http://")
+        .or_else(|| text.strip_prefix("https://"))
+        .ok_or_else(|| format!("{text:?} is not an http:// or https:// endpoint URL"))?;
+    let host = rest.split(['/', '?']).next().unwrap_or_default();
+    if host.is_empty() || host.contains(char::is_whitespace) {
+        return Err(format!(
+            "{text:?} names no host (e.g. http://localhost:8000)"
+        ));
+    }
+    Ok(text.trim_end_matches('/').to_string())
 }

@@ -106,7 +106,7 @@ pub async fn run(global: &Global, args: &BenchArgs) -> anyhow::Result<Outcome> {
     let layout = global.layout()?;
     let mut _local = None;
     let (dynamo, endpoint) = match &global.endpoint_url {
-        Some(url) => (crate::connect(global).await, url.clone()),
+        Some(url) => (crate::connect(global).await?, url.clone()),
         None => {
             eprintln!("starting DynamoDB Local...");
             let heap_big = args.backlog + args.items > 50_000;

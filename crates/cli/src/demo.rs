@@ -52,7 +52,7 @@ pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
     let layout = global.layout()?;
     let mut _local = None;
     let dynamo = match &global.endpoint_url {
-        Some(_) => crate::connect(global).await,
+        Some(_) => crate::connect(global).await?,
         None => {
             println!("starting DynamoDB Local (installed into .cache/ on first use)...");
             let started = Instant::now();

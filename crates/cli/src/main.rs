@@ -70,7 +70,7 @@ async fn run(cli: Cli) -> anyhow::Result<Outcome> {
 }
 
 /// The clients every command shares, built once.
-pub async fn connect(global: &args::Global) -> Dynamo {
+pub async fn connect(global: &args::Global) -> Result<Dynamo, precise_ttl_dynamodb::AdapterError> {
     Dynamo::connect(&ConnectOptions {
         endpoint_url: global.endpoint_url.clone(),
         region: global.region.clone(),
@@ -89,7 +89,7 @@ fn init_logging(format: LogFormat, verbose: u8) {
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         EnvFilter::new(format!(
-            "{default},aws_config=warn,aws_smithy_runtime=warn,hyper=warn"
+            "{default},aws_config=error,aws_smithy_runtime=warn,hyper=warn"
         ))
     });
     let builder = tracing_subscriber::fmt()

@@ -21,7 +21,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
         Some(_) => Some(crate::serve::install_recorder()?),
         None => None,
     };
-    let dynamo = crate::connect(global).await;
+    let dynamo = crate::connect(global).await?;
     let mode = match args.delete_mode {
         DeleteModeArg::Single => DeleteMode::Single,
         DeleteModeArg::Batch => DeleteMode::Batch,

@@ -7,7 +7,7 @@ use precise_ttl_dynamodb::{CreateTable, SetupOptions, setup};
 pub async fn run(global: &Global, args: &SetupArgs) -> anyhow::Result<Outcome> {
     let layout = global.layout()?;
     let table = global.table()?;
-    let dynamo = crate::connect(global).await;
+    let dynamo = crate::connect(global).await?;
     let options = SetupOptions {
         create_table: match (args.create_table, &args.partition_key) {
             (true, Some(pk)) => Some(CreateTable {

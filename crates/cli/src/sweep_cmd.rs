@@ -11,7 +11,7 @@ use std::time::Instant;
 pub async fn run(global: &Global, args: &SweepArgs) -> anyhow::Result<Outcome> {
     let layout = global.layout()?;
     let table = global.table()?;
-    let dynamo = crate::connect(global).await;
+    let dynamo = crate::connect(global).await?;
     let store = DynamoStore::open(dynamo, table, layout.clone()).await?;
     let mut config = SweepConfig::new(layout.shards);
     config.concurrency = args.concurrency as usize;

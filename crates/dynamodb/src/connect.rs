@@ -45,7 +45,9 @@ pub struct Dynamo {
 }
 
 impl Dynamo {
-    pub async fn connect(options: &ConnectOptions) -> Dynamo {
+    /// Loads the standard AWS configuration with our overrides. Fails only when no region can
+    /// be found: every request would fail later with a less helpful message.
+    pub async fn connect(options: &ConnectOptions) -> Result<Dynamo, crate::AdapterError> {
         let mut loader = aws_config::defaults(BehaviorVersion::v2026_01_12())
             .retry_config(RetryConfig::disabled())
             .timeout_config(
@@ -69,7 +71,11 @@ impl Dynamo {
                 }
             }
         }
-        Self::from_sdk_config(&loader.load().await)
+        let config = loader.load().await;
+        if config.region().is_none() {
+            return Err(crate::AdapterError::NoRegion);
+        }
+        Ok(Self::from_sdk_config(&config))
     }
 
     pub fn from_sdk_config(config: &SdkConfig) -> Dynamo {

@@ -96,6 +96,14 @@ pub enum AdapterError {
     },
     #[error("gave up after {waited_secs} s waiting for {what}")]
     WaitTimedOut { what: String, waited_secs: u64 },
+    #[error(
+        "no AWS credentials found for {endpoint} (looked in the environment, the shared config and credentials files, web identity, the container and the instance metadata): set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; for DynamoDB Local pass --endpoint-url http://localhost:8000"
+    )]
+    NoCredentials { endpoint: String },
+    #[error(
+        "no AWS region set: pass --region (or PRECISE_TTL_REGION), set AWS_REGION, or give the profile a region"
+    )]
+    NoRegion,
     #[error("cannot reach {endpoint}: {message}")]
     Unreachable { endpoint: String, message: String },
     #[error("access denied by {endpoint}: {message}")]
@@ -129,6 +137,11 @@ impl AdapterError {
         E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     {
         let message = describe(&err);
+        if lacks_credentials(&err) {
+            return AdapterError::NoCredentials {
+                endpoint: endpoint.to_string(),
+            };
+        }
         match &err {
             SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => AdapterError::Unreachable {
                 endpoint: endpoint.to_string(),
@@ -149,6 +162,22 @@ impl AdapterError {
             },
         }
     }
+}
+
+/// Whether the call failed before it was sent because no credentials could be loaded.
+fn lacks_credentials(err: &(dyn std::error::Error + 'static)) -> bool {
+    use aws_credential_types::provider::error::CredentialsError;
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cause {
+        if matches!(
+            e.downcast_ref::<CredentialsError>(),
+            Some(CredentialsError::CredentialsNotLoaded(_))
+        ) {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
 }
 
 /// The engine's view of an SDK failure.
@@ -192,8 +221,27 @@ where
             }
         }
         SdkError::TimeoutError(_) => "the request timed out".to_string(),
-        _ => DisplayErrorContext(err).to_string(),
+        _ => causes(err),
     }
+}
+
+/// An error and its causes on one line, each said once: the SDK's own rendering spans lines and
+/// repeats the chain in Debug form.
+fn causes(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cause {
+        let text = e
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        if !text.is_empty() && !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        cause = e.source();
+    }
+    parts.join(": ")
 }
 
 pub(crate) fn store_error<E>(operation: &'static str, err: SdkError<E, HttpResponse>) -> StoreError

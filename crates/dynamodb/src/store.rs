@@ -51,25 +51,9 @@ impl DynamoStore {
         table: &str,
         layout: TtlLayout,
     ) -> Result<Self, AdapterError> {
-        // A throttled or failed DescribeTable at start-up is retried like any other call; an
-        // unreachable endpoint or a missing table fails at once with a clear message.
-        let backoff = precise_ttl_core::Backoff {
-            base: std::time::Duration::from_millis(100),
-            cap: std::time::Duration::from_secs(2),
-            max_attempts: 8,
-        };
-        let mut attempt = 1;
-        let shape = loop {
-            match TableShape::require(&dynamo, table).await {
-                Err(AdapterError::Call { class, .. })
-                    if class.is_retryable() && backoff.may_retry_after(attempt) =>
-                {
-                    tokio::time::sleep(backoff.delay(attempt, 0.75)).await;
-                    attempt += 1;
-                }
-                other => break other?,
-            }
-        };
+        // TableShape retries a throttled or failed DescribeTable; an unreachable endpoint or a
+        // missing table fails at once with a clear message.
+        let shape = TableShape::require(&dynamo, table).await?;
         shape.ensure_sweepable(&layout)?;
         let key_names = shape.key_names();
         let statement = partiql_delete(table, &key_names, &layout.ttl_attribute);

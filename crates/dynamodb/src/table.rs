@@ -116,19 +116,35 @@ impl TableShape {
         dynamo: &Dynamo,
         table: &str,
     ) -> Result<Option<TableShape>, AdapterError> {
-        match dynamo.query.describe_table().table_name(table).send().await {
-            Ok(out) => Ok(out.table.as_ref().map(Self::from_description)),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|se| se.is_resource_not_found_exception()) =>
-            {
-                Ok(None)
+        // Throttled and 5xx answers are retried (DynamoDB Local answers InternalFailure while
+        // another table's index is being built); an unreachable endpoint, missing credentials or
+        // a missing table fail at once.
+        let backoff = precise_ttl_core::Backoff {
+            base: std::time::Duration::from_millis(100),
+            cap: std::time::Duration::from_secs(2),
+            max_attempts: 8,
+        };
+        let mut attempt = 1;
+        loop {
+            let err = match dynamo.query.describe_table().table_name(table).send().await {
+                Ok(out) => return Ok(out.table.as_ref().map(Self::from_description)),
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(|se| se.is_resource_not_found_exception()) =>
+                {
+                    return Ok(None);
+                }
+                Err(e) => AdapterError::from_sdk("DescribeTable", &dynamo.describe_endpoint(), e),
+            };
+            match err {
+                AdapterError::Call { class, .. }
+                    if class.is_retryable() && backoff.may_retry_after(attempt) =>
+                {
+                    tokio::time::sleep(backoff.delay(attempt, fastrand::f64())).await;
+                    attempt += 1;
+                }
+                err => return Err(err),
             }
-            Err(e) => Err(AdapterError::from_sdk(
-                "DescribeTable",
-                &dynamo.describe_endpoint(),
-                e,
-            )),
         }
     }
 

@@ -333,6 +333,8 @@ async fn twenty_percent_throttling_on_the_wire_then_prompt_recovery() {
         server_error: 20,
         slow: 5,
         reset: 5,
+        // 10 % of the statements inside batch requests come back unprocessed.
+        unprocessed: 100,
         down: false,
     });
     tokio::time::sleep(Duration::from_millis(4200)).await;
@@ -368,6 +370,14 @@ async fn twenty_percent_throttling_on_the_wire_then_prompt_recovery() {
             .load(std::sync::atomic::Ordering::Relaxed)
             > 10,
         "faults were injected"
+    );
+    assert!(
+        proxy
+            .state
+            .unprocessed_statements
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 10,
+        "statements were held back"
     );
     assert!(out.contains("throttled"), "{out}");
 }

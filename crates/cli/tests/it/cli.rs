@@ -147,3 +147,76 @@ fn bad_usage_is_explained() {
         .success()
         .stdout(predicate::str::contains("PRECISE_TTL_TABLE"));
 }
+
+/// The SDK's own rendering of a missing credential spans a dozen lines; ours is one.
+fn one_line(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr).to_string();
+    assert_eq!(text.trim_end().lines().count(), 1, "one line: {text}");
+    text
+}
+
+#[test]
+fn missing_credentials_or_region_are_one_clear_line_without_a_network_call() {
+    let home = std::env::temp_dir().join(format!("precise-ttl-home-{}", fastrand::u32(..)));
+    std::fs::create_dir_all(&home).unwrap();
+    // No instance metadata lookup: the test must not depend on what 169.254.169.254 does here.
+    let bare = || {
+        let mut cmd = precise_ttl();
+        cmd.env_remove("PRECISE_TTL_ENDPOINT_URL")
+            .env("HOME", &home)
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .timeout(Duration::from_secs(20));
+        cmd
+    };
+    let started = Instant::now();
+    let out = bare()
+        .env("AWS_REGION", "eu-west-1")
+        .args(["sweep", "--table", "t"])
+        .assert()
+        .code(1)
+        .get_output()
+        .stderr
+        .clone();
+    let text = one_line(&out);
+    assert!(text.contains("no AWS credentials found"), "{text}");
+    assert!(text.contains("AWS_PROFILE"), "{text}");
+    let out = bare()
+        .args(["status", "--table", "t"])
+        .assert()
+        .code(1)
+        .get_output()
+        .stderr
+        .clone();
+    assert!(one_line(&out).contains("no AWS region set"));
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[test]
+fn malformed_addresses_and_durations_are_refused_up_front() {
+    for (args, needle) in [
+        (
+            &["run", "--table", "t", "--metrics-addr", "localhost"][..],
+            "--metrics-addr",
+        ),
+        (
+            &["run", "--table", "t", "--poll-interval", "1 sec"][..],
+            "invalid duration",
+        ),
+        (&["run", "--table", "t", "--for=-5s"][..], "--for"),
+        (
+            &["sweep", "--table", "t", "--endpoint-url", "not a url"][..],
+            "endpoint",
+        ),
+    ] {
+        let out = precise_ttl()
+            .args(args)
+            .assert()
+            .code(2)
+            .get_output()
+            .stderr
+            .clone();
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.contains(needle), "{args:?}: {text}");
+    }
+}

@@ -1,6 +1,7 @@
 //! A fault-injecting HTTP proxy in front of DynamoDB Local: throttling and server errors at a
 //! configurable rate, slow responses, connection resets, and a switch that takes the store
-//! "down" (every connection is dropped) — the failures of real AWS that DynamoDB Local never shows.
+//! "down" (every connection is dropped), and statements of a batch left unprocessed — the
+//! failures of real AWS that DynamoDB Local never shows.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -15,6 +16,10 @@ pub struct Faults {
     pub server_error: u32,
     pub slow: u32,
     pub reset: u32,
+    /// Per statement of a `BatchExecuteStatement`: the statement is taken out of the request
+    /// before it reaches the store and answered with a per-statement `ThrottlingError`, as real
+    /// DynamoDB does for the statements it did not process.
+    pub unprocessed: u32,
     /// Every connection is dropped at once, as if the endpoint were unreachable.
     pub down: bool,
 }
@@ -25,7 +30,9 @@ pub struct State {
     server_error: AtomicU32,
     slow: AtomicU32,
     reset: AtomicU32,
+    unprocessed: AtomicU32,
     down: AtomicBool,
+    pub unprocessed_statements: AtomicU64,
     pub injected: AtomicU64,
     pub forwarded: AtomicU64,
 }
@@ -76,6 +83,7 @@ pub fn set(state: &State, f: Faults) {
     state.server_error.store(f.server_error, Ordering::SeqCst);
     state.slow.store(f.slow, Ordering::SeqCst);
     state.reset.store(f.reset, Ordering::SeqCst);
+    state.unprocessed.store(f.unprocessed, Ordering::SeqCst);
     state.down.store(f.down, Ordering::SeqCst);
 }
 
@@ -169,15 +177,131 @@ async fn serve(mut client: TcpStream, upstream: &str, state: &State) -> std::io:
             // Longer than any attempt timeout the tests configure.
             tokio::time::sleep(Duration::from_secs(3)).await;
         }
+        let rate = state.unprocessed.load(Ordering::SeqCst);
+        let (request, held_back) =
+            if rate > 0 && target(&request).ends_with("BatchExecuteStatement") {
+                hold_back_statements(&request, rate)
+            } else {
+                (request, Vec::new())
+            };
+        state
+            .unprocessed_statements
+            .fetch_add(held_back.len() as u64, Ordering::Relaxed);
+        if !held_back.is_empty() && request.is_empty() {
+            // Every statement held back: answer without asking the store.
+            let responses = vec![unprocessed_entry(); held_back.len()];
+            let body = serde_json::json!({ "Responses": responses }).to_string();
+            client
+                .write_all(&with_body(&ok_head(), body.as_bytes()))
+                .await?;
+            continue;
+        }
         if up.is_none() {
             up = Some((TcpStream::connect(upstream).await?, Vec::new()));
         }
         let (conn, upbuf) = up.as_mut().expect("connected above");
         conn.write_all(&request).await?;
-        let Some(response) = read_message(conn, upbuf).await? else {
+        let Some(mut response) = read_message(conn, upbuf).await? else {
             return Ok(());
         };
         state.forwarded.fetch_add(1, Ordering::Relaxed);
+        if !held_back.is_empty() {
+            response = splice_unprocessed(&response, &held_back);
+        }
         client.write_all(&response).await?;
     }
+}
+
+fn split(message: &[u8]) -> (&[u8], &[u8]) {
+    let end = message
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a complete message");
+    (&message[..end], &message[end + 4..])
+}
+
+fn target(request: &[u8]) -> String {
+    let (head, _) = split(request);
+    String::from_utf8_lossy(head)
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("x-amz-target")
+                .then(|| value.trim().to_string())
+        })
+        .unwrap_or_default()
+}
+
+/// The message's head with a new body: Content-Length rewritten, checksums dropped (DynamoDB
+/// Local does not verify request signatures, and the body no longer matches any checksum).
+fn with_body(head: &[u8], body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for line in String::from_utf8_lossy(head).split("\r\n") {
+        let name = line
+            .split(':')
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        if name == "content-length" || name == "x-amz-crc32" {
+            continue;
+        }
+        out.extend_from_slice(line.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+fn ok_head() -> Vec<u8> {
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.0\r\nx-amzn-RequestId: injected"
+        .to_vec()
+}
+
+fn unprocessed_entry() -> serde_json::Value {
+    serde_json::json!({
+        "Error": { "Code": "ThrottlingError", "Message": "held back by the test proxy" }
+    })
+}
+
+/// Takes a share of the statements out of a `BatchExecuteStatement` request. Returns the new
+/// request (empty when every statement was held back) and the held-back positions.
+fn hold_back_statements(request: &[u8], rate: u32) -> (Vec<u8>, Vec<usize>) {
+    let (head, body) = split(request);
+    let Ok(mut json) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return (request.to_vec(), Vec::new());
+    };
+    let Some(statements) = json["Statements"].as_array_mut() else {
+        return (request.to_vec(), Vec::new());
+    };
+    let mut held_back = Vec::new();
+    let mut kept = Vec::new();
+    for (i, statement) in statements.drain(..).enumerate() {
+        if fastrand::u32(0..1000) < rate {
+            held_back.push(i);
+        } else {
+            kept.push(statement);
+        }
+    }
+    if kept.is_empty() {
+        return (Vec::new(), held_back);
+    }
+    *statements = kept;
+    (with_body(head, json.to_string().as_bytes()), held_back)
+}
+
+/// Puts an unprocessed entry back at each held-back position of the store's answer.
+fn splice_unprocessed(response: &[u8], held_back: &[usize]) -> Vec<u8> {
+    let (head, body) = split(response);
+    let Ok(mut json) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return response.to_vec(); // an error answer for the whole request: pass it on
+    };
+    let Some(responses) = json["Responses"].as_array_mut() else {
+        return response.to_vec();
+    };
+    for &i in held_back {
+        let at = i.min(responses.len());
+        responses.insert(at, unprocessed_entry());
+    }
+    with_body(head, json.to_string().as_bytes())
 }
