@@ -179,6 +179,38 @@ Stops cleanly on SIGTERM or SIGINT (finishing the deletes in flight) or after --
     /// Show what is due per shard: items not yet deleted, the oldest, the next expiries
     Status(StatusArgs),
 
+    /// Give every item that has a TTL but no shard its shard attribute (adoption)
+    #[command(long_about = "\
+Give every existing item that has a Number TTL but no shard attribute its shard, so the expiry
+index lists it. Scans the table in parallel segments and writes the shard with a conditional
+UpdateItem: only if the item still exists, still has a Number TTL and still has no shard. A
+writer that changes the item meanwhile always wins; nothing else of the item is touched.
+
+The shard follows the stable rule (MD5 of the partition key, see the README), so a re-run or a
+writer using the same rule agrees. Items with a TTL that is not a Number are counted and left
+alone (native TTL ignores them too; `precise-ttl doctor` lists them).
+
+Resumable: after each page, every segment's position is saved to the checkpoint file. Stopped
+by Ctrl-C, SIGTERM, a crash or a lost connection, the same command continues where it stopped;
+the file is removed when the scan completes. A Scan reads (and pays for) every item of the
+table; --max-writes-per-second caps the write rate.
+
+Exit codes: 0 complete, 1 error, 2 bad usage, 3 stopped early or some writes kept failing (run
+the same command again).")]
+    Backfill(BackfillArgs),
+
+    /// Check a table for TTL problems: bad values, missing or stray shards, index, native TTL
+    #[command(long_about = "\
+Check a table for everything that would keep an item from being deleted on time, or get it
+deleted wrongly: TTLs that are not Numbers, TTLs in milliseconds, TTLs more than five years in
+the past (native TTL never deletes those), items with a TTL but no shard (run backfill), shard
+values outside 0..SHARDS or not integers (never swept unless --shards covers them), the expiry
+index missing or with another schema, native TTL off or on another attribute.
+
+Reads the whole table with a parallel Scan, or a random sample of about --sample items.
+Exit codes: 0 no findings, 4 findings (listed), 1 error, 2 bad usage.")]
+    Doctor(DoctorArgs),
+
     /// Measure precision from outside: plant items, run the daemon, watch the stream, report
     #[command(long_about = "\
 Measure precision from outside the sweeper. Starts DynamoDB Local (unless --endpoint-url), measures
@@ -306,6 +338,11 @@ pub struct RunArgs {
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub page_size: u32,
 
+    /// How often to look for due items on shard values from --shards up to 1023 (left by
+    /// writers with a larger shard count) and sweep them; 0s: never
+    #[arg(long, env = "PRECISE_TTL_STRAY_CHECK_INTERVAL", default_value = "5m", value_parser = duration)]
+    pub stray_check_interval: Duration,
+
     /// In batch mode, how long a due item may wait for others to share its request (0: never)
     #[arg(long, env = "PRECISE_TTL_BATCH_LINGER", default_value = "5ms", value_parser = duration)]
     pub batch_linger: Duration,
@@ -315,6 +352,65 @@ pub struct RunArgs {
 pub enum DeleteModeArg {
     Single,
     Batch,
+}
+
+#[derive(Debug, Args)]
+pub struct BackfillArgs {
+    /// Parallel Scan segments (DynamoDB splits the table into this many disjoint parts)
+    #[arg(long, env = "PRECISE_TTL_SEGMENTS", default_value_t = 4,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub segments: u32,
+
+    /// Shard writes in flight per segment
+    #[arg(long, env = "PRECISE_TTL_CONCURRENCY", default_value_t = 16,
+          value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub concurrency: u64,
+
+    /// Cap on shard writes per second, across all segments (default: no cap)
+    #[arg(long, env = "PRECISE_TTL_MAX_WRITES_PER_SECOND", value_parser = positive_rate)]
+    pub max_writes_per_second: Option<f64>,
+
+    /// Items read per Scan page (DynamoDB also stops a page at 1 MB)
+    #[arg(long, env = "PRECISE_TTL_PAGE_SIZE", default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub page_size: u32,
+
+    /// Where progress is saved (default: precise-ttl-backfill-<table>.json here)
+    #[arg(long, env = "PRECISE_TTL_CHECKPOINT", value_name = "FILE")]
+    pub checkpoint: Option<std::path::PathBuf>,
+
+    /// Ignore an existing checkpoint and scan from the start
+    #[arg(long)]
+    pub restart: bool,
+
+    /// Attempts per write before it counts as an error (throttling and 5xx are retried)
+    #[arg(long, env = "PRECISE_TTL_MAX_ATTEMPTS", default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub max_attempts: u32,
+
+    /// Print the summary as JSON on standard output
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Inspect a random sample of about this many items instead of the whole table
+    #[arg(long, env = "PRECISE_TTL_SAMPLE", value_parser = clap::value_parser!(u64).range(1..))]
+    pub sample: Option<u64>,
+
+    /// Parallel Scan segments for a full scan
+    #[arg(long, env = "PRECISE_TTL_SEGMENTS", default_value_t = 4,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub segments: u32,
+
+    /// Example keys shown per finding
+    #[arg(long, default_value_t = 3)]
+    pub examples: usize,
+
+    /// Print the findings as JSON on standard output
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -2,9 +2,11 @@
 //! turns its outcome into an exit code. The only place that prints errors or exits.
 
 mod args;
+mod backfill_cmd;
 mod bench;
 mod config;
 mod demo;
+mod doctor_cmd;
 mod run_cmd;
 mod serve;
 mod setup_cmd;
@@ -22,6 +24,8 @@ pub enum Outcome {
     Success,
     /// Finished, but some items could not be deleted; they stay due.
     Partial,
+    /// `doctor` found problems.
+    Findings,
 }
 
 fn main() -> ExitCode {
@@ -51,6 +55,7 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Partial) => ExitCode::from(3),
+        Ok(Outcome::Findings) => ExitCode::from(4),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(1)
@@ -64,6 +69,8 @@ async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Sweep(args) => sweep_cmd::run(&cli.global, args).await,
         Command::Run(args) => run_cmd::run(&cli.global, args).await,
         Command::Status(args) => status_cmd::run(&cli.global, args).await,
+        Command::Backfill(args) => backfill_cmd::run(&cli.global, args).await,
+        Command::Doctor(args) => doctor_cmd::run(&cli.global, args).await,
         Command::Demo(args) => demo::run(&cli.global, args).await,
         Command::Bench(args) => bench::run(&cli.global, args).await,
     }

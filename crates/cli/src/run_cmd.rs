@@ -39,6 +39,8 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
     config.min_concurrency = config.min_concurrency.min(config.max_concurrency);
     config.max_deletes_per_second = args.max_deletes_per_second;
     config.batch_linger = args.batch_linger;
+    config.stray_check_interval =
+        (!args.stray_check_interval.is_zero()).then_some(args.stray_check_interval);
     let daemon = Daemon::new(Arc::new(store), Arc::new(SystemClock), config);
 
     let mut where_metrics = String::new();
@@ -80,7 +82,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
 }
 
 /// SIGINT or SIGTERM.
-async fn signal() {
+pub async fn signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

@@ -36,6 +36,7 @@ pub async fn run(global: &Global, args: &SweepArgs) -> anyhow::Result<Outcome> {
             "throttled": report.throttled,
             "pages": report.pages,
             "max_lag_ms": report.max_lag_ms,
+            "stray_shards": report.stray_shards.iter().map(|s| s.0).collect::<Vec<_>>(),
             "seconds": (secs * 1000.0).round() / 1000.0,
         });
         println!("{json}");
@@ -44,6 +45,13 @@ pub async fn run(global: &Global, args: &SweepArgs) -> anyhow::Result<Outcome> {
             "swept {table:?} in {secs:.2} s: deleted {}, skipped (changed) {}, errors {}",
             report.deleted, report.skipped, report.errors
         );
+        if !report.stray_shards.is_empty() {
+            println!(
+                "  due items were found and swept on shard values outside 0..{}: {:?}; raise --shards or rewrite them (`precise-ttl doctor` lists them)",
+                layout.shards,
+                report.stray_shards.iter().map(|s| s.0).collect::<Vec<_>>()
+            );
+        }
         if report.throttled > 0 {
             println!("  {} calls were throttled and retried", report.throttled);
         }

@@ -5,6 +5,7 @@
 //! the one-pass sweep, the benchmark and the tests.
 
 pub mod backoff;
+pub mod diagnose;
 pub mod duration;
 pub mod error;
 pub mod expiry;

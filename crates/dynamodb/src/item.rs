@@ -21,6 +21,17 @@ impl ItemKey {
         self.0.iter().cloned().collect()
     }
 
+    /// The partition key's bytes for the stable shard rule: UTF-8 of a String, the decimal text
+    /// of a Number as DynamoDB returns it, the raw bytes of a Binary.
+    pub fn partition_bytes(&self) -> Vec<u8> {
+        match self.0.first().map(|(_, v)| v) {
+            Some(AttributeValue::S(s)) => s.as_bytes().to_vec(),
+            Some(AttributeValue::N(n)) => n.as_bytes().to_vec(),
+            Some(AttributeValue::B(b)) => b.as_ref().to_vec(),
+            _ => Vec::new(),
+        }
+    }
+
     /// The first key attribute (the partition key) rendered as text, for messages.
     pub fn partition_text(&self) -> String {
         self.0.first().map(|(_, v)| render(v)).unwrap_or_default()

@@ -69,6 +69,10 @@ pub struct DaemonConfig {
     pub backoff: Backoff,
     /// On shutdown, how long in-flight deletes may take to finish.
     pub drain_timeout: Duration,
+    /// How often to look for due items on shard values outside `0..shards` (left by writers
+    /// with a larger shard count) and sweep them; `None`: never. These few items bypass the
+    /// dispatcher and its rate cap: a stray is a mistake to fix, not a load to budget.
+    pub stray_check_interval: Option<Duration>,
 }
 
 impl DaemonConfig {
@@ -91,6 +95,7 @@ impl DaemonConfig {
             backlog_idle_interval: Duration::from_secs(5),
             backoff: Backoff::default(),
             drain_timeout: Duration::from_secs(5),
+            stray_check_interval: Some(Duration::from_secs(300)),
         }
     }
 }
@@ -478,6 +483,9 @@ impl<S: ExpiryStore, C: Clock> Daemon<S, C> {
         }
         drop((timely_tx, backlog_tx));
         readers.spawn(status_loop(Arc::clone(&shared), stop_rx.clone()));
+        if let Some(every) = shared.config.stray_check_interval {
+            readers.spawn(stray_loop(Arc::clone(&shared), every, stop_rx.clone()));
+        }
 
         let dispatcher = tokio::spawn(dispatch(
             Arc::clone(&shared),
@@ -511,6 +519,49 @@ impl<S: ExpiryStore, C: Clock> Daemon<S, C> {
             queries: c.queries.load(Ordering::Relaxed),
             watermark: shared.handle.status().watermark,
         })
+    }
+}
+
+/// Sweeps stray shard values at start and then every `every`.
+async fn stray_loop<S: ExpiryStore, C: Clock>(
+    shared: Arc<Shared<S, C>>,
+    every: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut config = crate::sweep::SweepConfig::new(shared.config.shards);
+    config.concurrency = 8;
+    config.shard_parallelism = 2;
+    config.page_size = shared.config.page_size;
+    config.backoff = shared.config.backoff;
+    let sweeper =
+        crate::sweep::Sweeper::new(Arc::clone(&shared.store), Arc::clone(&shared.clock), config);
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stopped(&mut stop) => return,
+            _ = tick.tick() => {}
+        }
+        let window = DueWindow::at(shared.clock.now());
+        let strays = match sweeper.find_stray_shards(window).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "stray shard probe failed");
+                continue;
+            }
+        };
+        if strays.is_empty() {
+            continue;
+        }
+        match sweeper.sweep_shards(window, &strays).await {
+            Ok(report) => {
+                let c = &shared.counters;
+                c.deleted.fetch_add(report.deleted, Ordering::Relaxed);
+                c.skipped.fetch_add(report.skipped, Ordering::Relaxed);
+                c.errors.fetch_add(report.errors, Ordering::Relaxed);
+            }
+            Err(e) => tracing::warn!(error = %e, "stray shard sweep failed"),
+        }
     }
 }
 

@@ -25,7 +25,14 @@ pub struct SweepConfig {
     /// Shards paged through at the same time.
     pub shard_parallelism: usize,
     pub backoff: Backoff,
+    /// Also look for due items on shard values from `shards` up to 1023 (the largest shard
+    /// count), and sweep any found: lowering `--shards` then strands nothing. One single-item
+    /// query per value, so about 1 000 small reads per pass.
+    pub probe_strays: bool,
 }
+
+/// The largest shard value a writer using any valid shard count can produce.
+pub const MAX_SHARD_VALUE: u16 = 1023;
 
 impl SweepConfig {
     pub fn new(shards: ShardCount) -> Self {
@@ -35,6 +42,7 @@ impl SweepConfig {
             concurrency: 32,
             shard_parallelism: 4,
             backoff: Backoff::default(),
+            probe_strays: true,
         }
     }
 }
@@ -55,6 +63,8 @@ pub struct SweepReport {
     pub pages: u64,
     /// Largest delay between an item's expiry and the moment its delete was sent, in ms.
     pub max_lag_ms: Option<i64>,
+    /// Shard values outside `0..shards` that held due items, swept too.
+    pub stray_shards: Vec<Shard>,
 }
 
 #[derive(Debug, Error)]
@@ -123,14 +133,77 @@ impl<S: ExpiryStore, C: Clock> Sweeper<S, C> {
         &self.config
     }
 
-    /// Deletes every item that is due now, on every shard, and reports what happened.
+    /// Deletes every item that is due now, on every shard (and every stray shard value, see
+    /// [`SweepConfig::probe_strays`]), and reports what happened.
     pub async fn sweep_once(&self) -> Result<SweepReport, SweepError> {
         let plan = SweepPlan::new(self.clock.now(), self.config.shards);
+        let strays = if self.config.probe_strays {
+            self.find_stray_shards(plan.window).await?
+        } else {
+            Vec::new()
+        };
+        let mut shards = plan.shards.clone();
+        shards.extend(strays.iter().copied());
+        let mut report = self.sweep_shards(plan.window, &shards).await?;
+        report.stray_shards = strays;
+        Ok(report)
+    }
+
+    /// The shard values from `shards` to [`MAX_SHARD_VALUE`] with at least one item due in
+    /// `window`.
+    pub async fn find_stray_shards(&self, window: DueWindow) -> Result<Vec<Shard>, SweepError> {
+        let first = self.config.shards.get();
+        let mut probes = JoinSet::new();
+        let permits = Arc::new(Semaphore::new(16));
+        for value in first..=MAX_SHARD_VALUE {
+            let store = Arc::clone(&self.store);
+            let backoff = self.config.backoff;
+            let permits = Arc::clone(&permits);
+            probes.spawn(async move {
+                let _permit = permits.acquire_owned().await;
+                let shard = Shard(value);
+                let page =
+                    with_backoff(&backoff, || {}, || store.due_page(shard, window, None, 1)).await;
+                (shard, page.map(|p| !p.items.is_empty()))
+            });
+        }
+        let mut found = Vec::new();
+        while let Some(joined) = probes.join_next().await {
+            match joined {
+                Ok((shard, Ok(true))) => found.push(shard),
+                Ok((_, Ok(false))) => {}
+                Ok((_, Err(e))) if e.class == ErrorClass::Fatal => {
+                    probes.abort_all();
+                    return Err(SweepError::Fatal(e));
+                }
+                Ok((shard, Err(e))) => {
+                    tracing::warn!(%shard, error = %e, "stray shard probe failed; the next pass tries again");
+                }
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(_) => {}
+            }
+        }
+        found.sort();
+        if !found.is_empty() {
+            tracing::warn!(
+                shards = ?found.iter().map(|s| s.0).collect::<Vec<_>>(),
+                "due items on shard values outside 0..{first}: swept, but raise --shards or rewrite them"
+            );
+        }
+        Ok(found)
+    }
+
+    /// Deletes every item due in `window` on `shards`.
+    pub async fn sweep_shards(
+        &self,
+        window: DueWindow,
+        shards_to_sweep: &[Shard],
+    ) -> Result<SweepReport, SweepError> {
         let counters = Arc::new(Counters::default());
         let delete_permits = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
         let shard_permits = Arc::new(Semaphore::new(self.config.shard_parallelism.max(1)));
         let mut shards = JoinSet::new();
-        for shard in plan.shards.iter().copied() {
+        for shard in shards_to_sweep.iter().copied() {
             let pass = ShardPass {
                 store: Arc::clone(&self.store),
                 clock: Arc::clone(&self.clock),
@@ -139,7 +212,7 @@ impl<S: ExpiryStore, C: Clock> Sweeper<S, C> {
                 delete_permits: Arc::clone(&delete_permits),
                 config: self.config.clone(),
                 shard,
-                window: plan.window,
+                window,
             };
             let shard_permits = Arc::clone(&shard_permits);
             shards.spawn(async move {
@@ -162,7 +235,7 @@ impl<S: ExpiryStore, C: Clock> Sweeper<S, C> {
             return Err(SweepError::Fatal(e));
         }
         Ok(SweepReport {
-            now: plan.window.until,
+            now: window.until,
             deleted: counters.deleted.load(Ordering::Relaxed),
             skipped: counters.skipped.load(Ordering::Relaxed),
             errors: counters.errors.load(Ordering::Relaxed),
@@ -172,6 +245,7 @@ impl<S: ExpiryStore, C: Clock> Sweeper<S, C> {
                 .max_lag_ms
                 .lock()
                 .unwrap_or_else(|p| p.into_inner()),
+            stray_shards: Vec::new(),
         })
     }
 }

@@ -31,6 +31,8 @@ fn config(shards: u64) -> SweepConfig {
         cap: Duration::from_millis(4),
         max_attempts: 4,
     };
+    // The fault tests count calls; stray probing has its own test.
+    c.probe_strays = false;
     c
 }
 
@@ -147,6 +149,25 @@ async fn an_item_extended_between_query_and_delete_survives_and_counts_as_skippe
     assert_eq!((report.deleted, report.skipped), (1, 1));
     assert_eq!(store.0.get("extended-1"), Some(num(NOW_S + 3600, 0)));
     assert!(store.0.get("plain").is_none());
+}
+
+#[tokio::test]
+async fn stray_shard_values_are_found_and_swept_after_lowering_the_shard_count() {
+    let store = Arc::new(MemoryStore::new());
+    store.put("in-range", num(NOW_S - 5, 3));
+    store.put("stray-9", num(NOW_S - 5, 9));
+    store.put("stray-1023", num(NOW_S - 5, 1023));
+    store.put("stray-not-due", num(NOW_S + 60, 700));
+    let mut c = config(4);
+    c.probe_strays = true;
+    let report = Sweeper::new(Arc::clone(&store), clock(), c)
+        .sweep_once()
+        .await
+        .unwrap();
+    assert_eq!(report.deleted, 3);
+    assert_eq!(report.stray_shards, vec![Shard(9), Shard(1023)]);
+    assert_eq!(store.len(), 1);
+    assert!(store.get("stray-not-due").is_some());
 }
 
 #[tokio::test]

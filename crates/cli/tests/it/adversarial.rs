@@ -150,7 +150,8 @@ fn number_text(whole: i64, fraction: &str, form: u8) -> String {
     }
 }
 
-/// How the shard is written: only an integer Number in `0..SHARDS` is swept.
+/// How the shard is written: an integer Number in `0..SHARDS` is swept, and so is a stray one up
+/// to 1023 (the largest value any valid shard count produces).
 #[derive(Debug, Clone)]
 enum ShardShape {
     InRange(u64),
@@ -163,7 +164,11 @@ enum ShardShape {
 
 impl ShardShape {
     fn swept(&self) -> bool {
-        matches!(self, ShardShape::InRange(_))
+        match self {
+            ShardShape::InRange(_) => true,
+            ShardShape::OutOfRange(n) => *n <= 1023,
+            _ => false,
+        }
     }
 
     fn value(&self) -> Option<AttributeValue> {

@@ -190,8 +190,12 @@ async fn malformed_missing_too_old_and_future_ttls_survive() {
         item("no-ttl", &[("ttl_shard", n(3))]),
         item("no-shard", &[("ttl", n(t - 10))]),
         item(
-            "shard-out-of-range",
-            &[("ttl", n(t - 10)), ("ttl_shard", n(99))],
+            "stray-not-yet-due",
+            &[("ttl", n(t + 3600)), ("ttl_shard", n(99))],
+        ),
+        item(
+            "shard-beyond-1023",
+            &[("ttl", n(t - 10)), ("ttl_shard", n(1024))],
         ),
         item("not-yet-due", &[("ttl", n(t + 3600)), ("ttl_shard", n(0))]),
         item(
@@ -216,6 +220,11 @@ async fn malformed_missing_too_old_and_future_ttls_survive() {
             "due-4-years-ago",
             &[("ttl", n(t - 4 * 365 * 86_400)), ("ttl_shard", n(3))],
         ),
+        // A stray from a writer with a larger shard count: swept all the same.
+        item(
+            "due-stray-shard",
+            &[("ttl", n(t - 10)), ("ttl_shard", n(99))],
+        ),
     ];
     table.put_many(survivors).await;
     table.put_many(due).await;
@@ -225,8 +234,15 @@ async fn malformed_missing_too_old_and_future_ttls_survive() {
         .unwrap();
     let report = sweeper(store, &layout).sweep_once().await.unwrap();
 
-    assert_eq!((report.deleted, report.skipped, report.errors), (4, 0, 0));
-    for pk in ["due-1", "due-decimal", "due-exponent", "due-4-years-ago"] {
+    assert_eq!((report.deleted, report.skipped, report.errors), (5, 0, 0));
+    assert_eq!(report.stray_shards, vec![Shard(99)]);
+    for pk in [
+        "due-1",
+        "due-decimal",
+        "due-exponent",
+        "due-4-years-ago",
+        "due-stray-shard",
+    ] {
         assert!(table.get(pk).await.is_none(), "{pk} must be deleted");
     }
     for pk in [
@@ -236,7 +252,8 @@ async fn malformed_missing_too_old_and_future_ttls_survive() {
         "too-old",
         "no-ttl",
         "no-shard",
-        "shard-out-of-range",
+        "stray-not-yet-due",
+        "shard-beyond-1023",
         "not-yet-due",
         "due-in-a-minute",
     ] {

@@ -1,0 +1,275 @@
+//! `precise-ttl doctor`: reads the table (all of it, or a random sample) and reports everything
+//! that keeps items from being deleted on time, with what to do about it.
+
+use crate::Outcome;
+use crate::args::{DoctorArgs, Global};
+use aws_sdk_dynamodb::types::AttributeValue;
+use precise_ttl_core::diagnose::{
+    ShardProblem, ShardValue, TtlProblem, shard_problem, ttl_problem,
+};
+use precise_ttl_core::{TtlLayout, TtlValue};
+use precise_ttl_dynamodb::item::type_name;
+use precise_ttl_dynamodb::{ScanFilter, ScannedItem, Segment, TableScan};
+use precise_ttl_engine::retry::with_backoff;
+use precise_ttl_engine::{Clock, SystemClock};
+use std::collections::BTreeMap;
+
+/// One kind of problem, with how many items have it and a few of their keys.
+#[derive(Debug, Clone, serde::Serialize)]
+struct Finding {
+    kind: &'static str,
+    count: u64,
+    examples: Vec<String>,
+    message: String,
+}
+
+#[derive(Default)]
+struct Tally {
+    scanned: u64,
+    with_ttl: u64,
+    counts: BTreeMap<&'static str, (u64, Vec<String>)>,
+    ttl_types: BTreeMap<&'static str, u64>,
+    strays: BTreeMap<u64, u64>,
+}
+
+impl Tally {
+    fn add(&mut self, kind: &'static str, example: String, keep: usize) {
+        let entry = self.counts.entry(kind).or_default();
+        entry.0 += 1;
+        if entry.1.len() < keep {
+            entry.1.push(example);
+        }
+    }
+
+    fn inspect(
+        &mut self,
+        item: &ScannedItem,
+        layout: &TtlLayout,
+        now: precise_ttl_core::Timestamp,
+        keep: usize,
+    ) {
+        let ttl = match &item.ttl {
+            None => TtlValue::Missing,
+            Some(AttributeValue::N(n)) => TtlValue::Number(n),
+            Some(other) => TtlValue::Other(type_name(other)),
+        };
+        if !matches!(ttl, TtlValue::Missing) {
+            self.with_ttl += 1;
+        }
+        let key = item.key.to_string();
+        match ttl_problem(&ttl, now) {
+            Some(TtlProblem::NotANumber) => {
+                if let Some(v) = &item.ttl {
+                    *self.ttl_types.entry(type_name(v)).or_default() += 1;
+                }
+                self.add("ttl_not_a_number", key, keep);
+                return;
+            }
+            Some(TtlProblem::LooksLikeMilliseconds) => {
+                self.add("ttl_in_milliseconds", key.clone(), keep)
+            }
+            Some(TtlProblem::TooOld) => self.add("ttl_more_than_5_years_old", key.clone(), keep),
+            None => {}
+        }
+        if matches!(ttl, TtlValue::Missing) {
+            return; // a shard without a TTL is harmless: the sparse index skips the item
+        }
+        let shard = match &item.shard {
+            None => ShardValue::Missing,
+            Some(AttributeValue::N(n)) => ShardValue::Number(n),
+            Some(other) => ShardValue::Other(type_name(other)),
+        };
+        match shard_problem(shard, layout.shards) {
+            Some(ShardProblem::Missing) => self.add("ttl_without_shard", key, keep),
+            Some(ShardProblem::OutOfRange(n)) => {
+                *self.strays.entry(n).or_default() += 1;
+                self.add("shard_out_of_range", key, keep);
+            }
+            Some(ShardProblem::Invalid) => self.add("shard_invalid", key, keep),
+            None => {}
+        }
+    }
+}
+
+pub async fn run(global: &Global, args: &DoctorArgs) -> anyhow::Result<Outcome> {
+    let layout = global.layout()?;
+    let table = global.table()?;
+    let dynamo = crate::connect(global).await?;
+    let scan = TableScan::open(dynamo, table, layout.clone()).await?;
+    let mut findings = Vec::new();
+
+    // The table: index and native TTL.
+    match scan.shape().expiry_index(&layout) {
+        Ok(Some(i)) if i.status != "ACTIVE" => findings.push(Finding {
+            kind: "index_not_active",
+            count: 1,
+            examples: vec![],
+            message: format!("the expiry index {:?} is {}: DynamoDB is still building it", layout.index_name, i.status),
+        }),
+        Ok(Some(_)) => {}
+        Ok(None) => findings.push(Finding {
+            kind: "index_missing",
+            count: 1,
+            examples: vec![],
+            message: format!(
+                "table {table:?} has no index {:?}: nothing can be swept; run `precise-ttl setup --table {table}`",
+                layout.index_name
+            ),
+        }),
+        Err(e) => findings.push(Finding {
+            kind: "index_wrong_schema",
+            count: 1,
+            examples: vec![],
+            message: e.to_string(),
+        }),
+    }
+    let (status, attribute) = scan.native_ttl().await?;
+    let native_attribute = attribute.clone();
+    let native_on = status == "ENABLED" || status == "ENABLING";
+    if !native_on {
+        findings.push(Finding {
+            kind: "native_ttl_off",
+            count: 1,
+            examples: vec![],
+            message: format!("native TTL is {status}: there is no backstop if the sweeper stops; `precise-ttl setup` enables it"),
+        });
+    } else if attribute.as_deref() != Some(layout.ttl_attribute.as_str()) {
+        findings.push(Finding {
+            kind: "native_ttl_other_attribute",
+            count: 1,
+            examples: vec![],
+            message: format!(
+                "native TTL is on attribute {:?}, not {:?}: the two disagree about what expires",
+                attribute.unwrap_or_default(),
+                layout.ttl_attribute
+            ),
+        });
+    }
+
+    // The items.
+    let now = SystemClock.now();
+    let mut tally = Tally::default();
+    let backoff = precise_ttl_core::Backoff::default();
+    let (total, order): (u32, Vec<u32>) = match args.sample {
+        // A sample reads whole random segments of a fine split, so it sees every part of the
+        // key space with equal chance rather than the first N items.
+        Some(_) => {
+            let total = 256;
+            let mut order: Vec<u32> = (0..total).collect();
+            fastrand::shuffle(&mut order);
+            (total, order)
+        }
+        None => (args.segments, (0..args.segments).collect()),
+    };
+    let budget = args.sample.unwrap_or(u64::MAX);
+    let mut sampled_segments = 0;
+    'segments: for index in order {
+        let segment = Segment { index, total };
+        sampled_segments += 1;
+        let mut cursor = None;
+        loop {
+            let page = with_backoff(
+                &backoff,
+                || {},
+                || scan.page(segment, ScanFilter::TtlOrShard, cursor.clone(), 1000),
+            )
+            .await?;
+            tally.scanned += page.scanned;
+            for item in &page.items {
+                tally.inspect(item, &layout, now, args.examples);
+            }
+            cursor = page.next;
+            if tally.scanned >= budget {
+                break 'segments;
+            }
+            if cursor.is_none() {
+                break;
+            }
+        }
+    }
+    let sample_note = match args.sample {
+        Some(_) => format!(" (a sample: {sampled_segments} of {total} segments)"),
+        None => String::new(),
+    };
+    for (kind, (count, examples)) in std::mem::take(&mut tally.counts) {
+        let message = match kind {
+            "ttl_not_a_number" => format!(
+                "{count} items have a TTL that is not a Number ({}): neither native TTL nor precise-ttl will ever delete them. Rewrite them as epoch seconds; note that once the expiry index exists DynamoDB rejects writes of a non-Number {:?}, so writers still sending one fail loudly",
+                tally
+                    .ttl_types
+                    .iter()
+                    .map(|(t, n)| format!("{t}: {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                layout.ttl_attribute
+            ),
+            "ttl_in_milliseconds" => format!(
+                "{count} items have a TTL of 10^11 or more: milliseconds (or microseconds) instead of seconds, so they expire thousands of years late. Divide by 1000"
+            ),
+            "ttl_more_than_5_years_old" => format!(
+                "{count} items have a TTL more than 5 years in the past (or negative): native TTL ignores such values and so does precise-ttl; delete them yourself if they are meant to be gone"
+            ),
+            "ttl_without_shard" => format!(
+                "{count} items have a Number TTL but no {:?}: the index does not list them, so they are not swept on time. Run `precise-ttl backfill --table {table}`, and make writers add the shard",
+                layout.shard_attribute
+            ),
+            "shard_out_of_range" => format!(
+                "{count} items have a shard outside 0..{} ({}): the sweeper also probes shards up to 1023 for due items, but raise --shards to cover them or rewrite them",
+                layout.shards,
+                tally
+                    .strays
+                    .iter()
+                    .take(10)
+                    .map(|(s, n)| format!("shard {s}: {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            "shard_invalid" => format!(
+                "{count} items have a shard that is negative, fractional or not a Number: no sweep reads them. Rewrite them (remove {:?} and run backfill)",
+                layout.shard_attribute
+            ),
+            other => format!("{count} items: {other}"),
+        };
+        findings.push(Finding {
+            kind,
+            count,
+            examples,
+            message,
+        });
+    }
+
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "table": table,
+                "scanned": tally.scanned,
+                "with_ttl": tally.with_ttl,
+                "sample": args.sample.is_some(),
+                "native_ttl": { "status": status, "attribute": native_attribute },
+                "findings": findings,
+            })
+        );
+    } else {
+        println!(
+            "doctor {table:?}: scanned {} items{sample_note}, {} with a TTL attribute",
+            tally.scanned, tally.with_ttl
+        );
+        if findings.is_empty() {
+            println!(
+                "  no findings: every TTL item is indexed, the index and native TTL are in place"
+            );
+        }
+        for f in &findings {
+            println!("  ✗ {}", f.message);
+            if !f.examples.is_empty() {
+                println!("      e.g. {}", f.examples.join("; "));
+            }
+        }
+    }
+    Ok(if findings.is_empty() {
+        Outcome::Success
+    } else {
+        Outcome::Findings
+    })
+}
