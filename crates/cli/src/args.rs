@@ -270,8 +270,70 @@ pub struct SetupArgs {
     pub wait_timeout: Duration,
 }
 
+/// Which index is swept.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum IndexLayout {
+    /// Ours: a sparse index on (shard Number, TTL)
+    Sharded,
+    /// The 2022 blog's: an index on (expirationWindow String, TTL)
+    BlogWindow,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum WindowFormatArg {
+    /// 2022-07-20T10:00:00.000Z (JavaScript's toISOString)
+    Millis,
+    /// 2022-07-20T10:00:00Z
+    Seconds,
+}
+
+/// Options for sweeping the 2022 blog's window index (--index-layout blog-window).
+#[derive(Debug, Args)]
+pub struct BlogArgs {
+    /// Which index to sweep: ours (sharded) or the 2022 blog's window index (blog-window; name it
+    /// with --index-name)
+    #[arg(long, env = "PRECISE_TTL_INDEX_LAYOUT", default_value = "sharded")]
+    pub index_layout: IndexLayout,
+
+    /// blog-window: the String attribute holding "<startISO>_<endISO>"
+    #[arg(
+        long,
+        env = "PRECISE_TTL_WINDOW_ATTRIBUTE",
+        default_value = "expirationWindow"
+    )]
+    pub window_attribute: String,
+
+    /// blog-window: the writers' window size (windows start at multiples of it since the epoch)
+    #[arg(long, env = "PRECISE_TTL_WINDOW_SIZE", default_value = "1m", value_parser = duration)]
+    pub window_size: Duration,
+
+    /// blog-window: how the writers spell instants in the label
+    #[arg(long, env = "PRECISE_TTL_WINDOW_FORMAT", default_value = "millis")]
+    pub window_format: WindowFormatArg,
+
+    /// blog-window: on the first run (no checkpoint yet), how far back to sweep windows
+    #[arg(long, env = "PRECISE_TTL_WINDOW_SINCE", default_value = "7d", value_parser = duration)]
+    pub window_since: Duration,
+
+    /// blog-window: every pass also re-reads this far behind the checkpoint, for late writes and
+    /// the index's eventual consistency
+    #[arg(long, env = "PRECISE_TTL_WINDOW_LOOKBACK", default_value = "5m", value_parser = duration)]
+    pub window_lookback: Duration,
+
+    /// blog-window: the control table keeping each index's "swept until" (created if missing)
+    #[arg(
+        long,
+        env = "PRECISE_TTL_CHECKPOINT_TABLE",
+        default_value = "precise-ttl-checkpoints"
+    )]
+    pub checkpoint_table: String,
+}
+
 #[derive(Debug, Args)]
 pub struct SweepArgs {
+    #[command(flatten)]
+    pub blog: BlogArgs,
+
     /// Deletes in flight at once, across all shards
     #[arg(long, env = "PRECISE_TTL_CONCURRENCY", default_value_t = 32,
           value_parser = clap::value_parser!(u64).range(1..=1024))]
@@ -299,6 +361,9 @@ pub struct SweepArgs {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    #[command(flatten)]
+    pub blog: BlogArgs,
+
     /// How often each shard's index is read (100ms at least)
     #[arg(long, env = "PRECISE_TTL_POLL_INTERVAL", default_value = "1s", value_parser = poll_interval)]
     pub poll_interval: Duration,

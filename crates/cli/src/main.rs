@@ -4,6 +4,7 @@
 mod args;
 mod backfill_cmd;
 mod bench;
+mod blog;
 mod config;
 mod demo;
 mod doctor_cmd;

@@ -1,10 +1,10 @@
-//! Human durations for flags and config: `250ms`, `5s`, `2m`, `1h`, `1m30s`.
+//! Human durations for flags and config: `250ms`, `5s`, `2m`, `1h`, `7d`, `1m30s`.
 
 use std::time::Duration;
 use thiserror::Error;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("invalid duration {0:?}: use a number with a unit, like 250ms, 5s, 2m, 1h or 1m30s")]
+#[error("invalid duration {0:?}: use a number with a unit, like 250ms, 5s, 2m, 1h, 7d or 1m30s")]
 pub struct DurationError(pub String);
 
 pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
@@ -32,6 +32,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
             "s" => 1.0,
             "m" => 60.0,
             "h" => 3600.0,
+            "d" => 86_400.0,
             _ => return Err(bad()),
         };
         rest = &rest[unit_len..];
@@ -56,6 +57,7 @@ mod tests {
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(7 * 86_400)));
         for bad in ["", "5", "s", "5x", "-5s", "1e3s", "5 s", "ms"] {
             assert!(parse_duration(bad).is_err(), "{bad:?}");
         }

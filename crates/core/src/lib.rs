@@ -14,6 +14,7 @@ pub mod plan;
 pub mod rate;
 pub mod shard;
 pub mod time;
+pub mod window;
 
 pub use backoff::Backoff;
 pub use duration::{DurationError, parse_duration};
@@ -24,3 +25,4 @@ pub use plan::{DueWindow, SweepPlan};
 pub use rate::{Aimd, TokenBucket};
 pub use shard::{Shard, ShardCount, ShardCountError};
 pub use time::{NATIVE_TTL_MAX_AGE, Timestamp};
+pub use window::{WindowError, WindowFormat, WindowSpec};

@@ -4,6 +4,7 @@
 //! AWS vocabulary (AttributeValue, GSI, ConditionExpression) stays inside this crate; what it
 //! hands upward is expressed in the domain types of `precise-ttl-core` and the engine.
 
+pub mod checkpoint;
 pub mod connect;
 pub mod error;
 pub mod item;
@@ -15,6 +16,7 @@ pub mod store;
 pub mod stream;
 pub mod table;
 
+pub use checkpoint::CheckpointTable;
 pub use connect::{ConnectOptions, Dynamo};
 pub use error::AdapterError;
 pub use item::ItemKey;

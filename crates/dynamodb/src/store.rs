@@ -11,6 +11,7 @@ use aws_sdk_dynamodb::types::{
 use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Shard, TtlLayout};
 use precise_ttl_engine::{DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 // `ttl` is a reserved word in DynamoDB expressions, so every name goes through a placeholder.
 const KEY_CONDITION: &str = "#shard = :shard AND #ttl BETWEEN :oldest AND :now";
@@ -29,6 +30,16 @@ pub enum DeleteMode {
     Batch,
 }
 
+/// What the index's partition key holds.
+#[derive(Debug, Clone)]
+enum Partition {
+    /// Our layout: the shard number.
+    Shard,
+    /// The 2022 blog's layout: a window label (String); shard `i` of a pass stands for the
+    /// `i`-th label of the list.
+    Windows(Arc<Vec<String>>),
+}
+
 /// The most statements DynamoDB takes in one `BatchExecuteStatement`.
 const MAX_BATCH_STATEMENTS: usize = 25;
 
@@ -42,6 +53,7 @@ pub struct DynamoStore {
     mode: DeleteMode,
     /// The PartiQL delete for this table's key, built once.
     statement: String,
+    partition: Partition,
 }
 
 impl DynamoStore {
@@ -51,10 +63,39 @@ impl DynamoStore {
         table: &str,
         layout: TtlLayout,
     ) -> Result<Self, AdapterError> {
+        Self::open_keyed(dynamo, table, layout, "N").await
+    }
+
+    /// Opens a table swept through the 2022 blog's window index: `layout.shard_attribute` names
+    /// the window attribute (a String) and `layout.index_name` that index. Give the windows of
+    /// each pass with [`DynamoStore::for_windows`].
+    pub async fn open_blog_windows(
+        dynamo: Dynamo,
+        table: &str,
+        layout: TtlLayout,
+    ) -> Result<Self, AdapterError> {
+        let mut store = Self::open_keyed(dynamo, table, layout, "S").await?;
+        store.partition = Partition::Windows(Arc::new(Vec::new()));
+        Ok(store)
+    }
+
+    /// The same store, reading window `labels[i]` when asked for shard `i`.
+    pub fn for_windows(&self, labels: Vec<String>) -> Self {
+        let mut store = self.clone();
+        store.partition = Partition::Windows(Arc::new(labels));
+        store
+    }
+
+    async fn open_keyed(
+        dynamo: Dynamo,
+        table: &str,
+        layout: TtlLayout,
+        partition_type: &str,
+    ) -> Result<Self, AdapterError> {
         // TableShape retries a throttled or failed DescribeTable; an unreachable endpoint or a
         // missing table fails at once with a clear message.
         let shape = TableShape::require(&dynamo, table).await?;
-        shape.ensure_sweepable(&layout)?;
+        shape.ensure_sweepable_keyed(&layout, partition_type)?;
         let key_names = shape.key_names();
         let statement = partiql_delete(table, &key_names, &layout.ttl_attribute);
         Ok(DynamoStore {
@@ -64,6 +105,7 @@ impl DynamoStore {
             layout,
             mode: DeleteMode::Single,
             statement,
+            partition: Partition::Shard,
         })
     }
 
@@ -136,6 +178,18 @@ impl ExpiryStore for DynamoStore {
         cursor: Option<Self::Cursor>,
         limit: u32,
     ) -> Result<DuePage<ItemKey, Self::Cursor>, StoreError> {
+        let partition_value = match &self.partition {
+            Partition::Shard => number(shard.0.to_string()),
+            Partition::Windows(labels) => match labels.get(usize::from(shard.0)) {
+                Some(label) => AttributeValue::S(label.clone()),
+                None => {
+                    return Ok(DuePage {
+                        items: Vec::new(),
+                        next: None,
+                    });
+                }
+            },
+        };
         let mut names = self.names();
         names.insert("#shard".into(), self.layout.shard_attribute.clone());
         let out = self
@@ -146,7 +200,7 @@ impl ExpiryStore for DynamoStore {
             .index_name(&self.layout.index_name)
             .key_condition_expression(KEY_CONDITION)
             .set_expression_attribute_names(Some(names))
-            .expression_attribute_values(":shard", number(shard.0.to_string()))
+            .expression_attribute_values(":shard", partition_value)
             .expression_attribute_values(":oldest", number(window.oldest.to_epoch_seconds_text()))
             .expression_attribute_values(":now", number(window.until.to_epoch_seconds_text()))
             .set_exclusive_start_key(cursor)

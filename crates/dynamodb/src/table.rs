@@ -252,6 +252,16 @@ impl TableShape {
 
     /// The expiry index, if one of that name exists with the right keys.
     pub fn expiry_index(&self, layout: &TtlLayout) -> Result<Option<&IndexShape>, AdapterError> {
+        self.index_keyed(layout, "N")
+    }
+
+    /// An index on (`layout.shard_attribute` of type `partition_type`, `layout.ttl_attribute`
+    /// of type N): ours with "N", the blog's window index with "S".
+    pub fn index_keyed(
+        &self,
+        layout: &TtlLayout,
+        partition_type: &str,
+    ) -> Result<Option<&IndexShape>, AdapterError> {
         let Some(index) = self.indexes.iter().find(|i| i.name == layout.index_name) else {
             return Ok(None);
         };
@@ -263,7 +273,7 @@ impl TableShape {
         };
         let right = index.partition.as_deref() == Some(layout.shard_attribute.as_str())
             && index.sort.as_deref() == Some(layout.ttl_attribute.as_str())
-            && type_of(&index.partition) == "N"
+            && type_of(&index.partition) == partition_type
             && type_of(&index.sort) == "N";
         if right {
             return Ok(Some(index));
@@ -276,7 +286,7 @@ impl TableShape {
             table: self.name.clone(),
             index: index.name.clone(),
             expected: format!(
-                "partition key {} (N) and sort key {} (N)",
+                "partition key {} ({partition_type}) and sort key {} (N)",
                 layout.shard_attribute, layout.ttl_attribute
             ),
             found: format!(
@@ -289,7 +299,15 @@ impl TableShape {
 
     /// Checks that the expiry index exists with the right schema and is ACTIVE.
     pub fn ensure_sweepable(&self, layout: &TtlLayout) -> Result<(), AdapterError> {
-        match self.expiry_index(layout)? {
+        self.ensure_sweepable_keyed(layout, "N")
+    }
+
+    pub fn ensure_sweepable_keyed(
+        &self,
+        layout: &TtlLayout,
+        partition_type: &str,
+    ) -> Result<(), AdapterError> {
+        match self.index_keyed(layout, partition_type)? {
             None => Err(AdapterError::IndexMissing {
                 table: self.name.clone(),
                 index: layout.index_name.clone(),

@@ -2,6 +2,7 @@
 //! one named by `PRECISE_TTL_TEST_ENDPOINT`). Every test works on its own randomly named table,
 //! deleted when the test ends.
 
+mod adoption;
 mod adversarial;
 mod chaos;
 mod cli;
