@@ -25,8 +25,12 @@ Every flag can also be set through an environment variable PRECISE_TTL_<FLAG> (f
 PRECISE_TTL_TABLE). Region, credentials and endpoint also come from the standard AWS
 configuration: AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL.
 
+Existing tables: `doctor` finds TTL problems, `backfill` gives existing items their shard, and
+--index-layout blog-window sweeps the 2022 blog's expirationWindow index as it stands.
+
 Exit codes: 0 success, 1 error (nothing or only part was done), 2 bad usage, 3 the sweep finished
-but some deletes kept failing (those items stay due and are retried by the next sweep).";
+but some deletes kept failing (those items stay due and are retried by the next sweep) or a
+backfill stopped early, 4 doctor found problems.";
 
 #[derive(Debug, Parser)]
 #[command(name = "precise-ttl", version, about = ABOUT, long_about = LONG_ABOUT, max_term_width = 100)]

@@ -192,6 +192,7 @@ async fn backfill_of_50k_items_interrupted_and_resumed_indexes_each_exactly_once
         "the resume continued rather than starting over: {one} {two}"
     );
 
+    eprintln!("backfill, interrupted: {one}\nbackfill, resumed: {two}");
     let added = one["shard_added"].as_u64().unwrap() + two["shard_added"].as_u64().unwrap();
     let state = shards_of(&table).await;
     let mut by_backfill = 0;
