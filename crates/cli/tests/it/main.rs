@@ -8,6 +8,7 @@ mod chaos;
 mod cli;
 mod daemon;
 mod proxy;
+mod read;
 mod setup;
 mod support;
 mod sweep;

@@ -1,0 +1,185 @@
+//! Readers hiding expired-but-not-yet-deleted items: the Scan and Query filters and the GetItem
+//! check agree with native TTL on every shape of TTL, and keep the caller's own filter intact.
+
+use crate::support::{TestTable, at, item, n, now, s};
+use aws_sdk_dynamodb::types::{AttributeValue, KeyType, ScalarAttributeType};
+use precise_ttl_core::Timestamp;
+use precise_ttl_dynamodb::read::{hide_expired_query, hide_expired_scan, is_expired};
+use std::collections::{BTreeSet, HashMap};
+
+const YEAR_SECS: i64 = 365 * 24 * 3600;
+const KINDS: [&str; 3] = ["x", "y", "z"];
+
+type Item = HashMap<String, AttributeValue>;
+
+/// One item per TTL shape native TTL distinguishes, named by what the reader should see.
+fn ttl_shapes(
+    now: Timestamp,
+) -> (
+    Vec<(&'static str, Option<AttributeValue>)>,
+    BTreeSet<String>,
+) {
+    let secs = now.as_millis() / 1000;
+    let shapes = vec![
+        ("expired-a-minute-ago", Some(at(-60_000))),
+        ("expired-decimal", Some(n(format!("{}.25", secs - 30)))),
+        ("expired-four-years-ago", Some(n(secs - 4 * YEAR_SECS))),
+        ("live-future", Some(at(3_600_000))),
+        ("live-no-ttl", None),
+        ("live-string-ttl", Some(s(&(secs - 60).to_string()))),
+        ("live-six-years-ago", Some(n(secs - 6 * YEAR_SECS))),
+        // A past instant written in milliseconds: native TTL reads it as thousands of years ahead.
+        ("live-milliseconds", Some(n(now.as_millis() - 60_000))),
+    ];
+    let live = shapes
+        .iter()
+        .filter(|(name, _)| name.starts_with("live-"))
+        .map(|(name, _)| name.to_string())
+        .collect();
+    (shapes, live)
+}
+
+fn attribute(item: &Item, name: &str) -> String {
+    match item.get(name) {
+        Some(AttributeValue::S(v)) => v.clone(),
+        other => panic!("{name} is {other:?}"),
+    }
+}
+
+fn names_of(items: &[Item], key: &str) -> BTreeSet<String> {
+    items.iter().map(|i| attribute(i, key)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scan_and_get_item_hide_exactly_the_items_native_ttl_counts_as_expired() {
+    let table = TestTable::bare().await;
+    let written_at = now();
+    let (shapes, live) = ttl_shapes(written_at);
+    table
+        .put_many(
+            shapes
+                .iter()
+                .map(|(pk, ttl)| match ttl {
+                    Some(ttl) => item(pk, &[("ttl", ttl.clone()), ("body", s("x"))]),
+                    None => item(pk, &[("body", s("x"))]),
+                })
+                .collect(),
+        )
+        .await;
+    let read_at = now();
+
+    let scan = table
+        .dynamo
+        .query
+        .scan()
+        .table_name(&table.name)
+        .consistent_read(true);
+    let out = hide_expired_scan(scan, "ttl", read_at)
+        .send()
+        .await
+        .expect("scan");
+    assert!(out.last_evaluated_key.is_none());
+    assert_eq!(names_of(out.items(), "pk"), live);
+    assert_eq!(
+        out.scanned_count,
+        shapes.len() as i32,
+        "the filter reads everything"
+    );
+
+    // The filter sees the whole item, so it works when the projection leaves the TTL out.
+    let projected = table
+        .dynamo
+        .query
+        .scan()
+        .table_name(&table.name)
+        .consistent_read(true)
+        .projection_expression("pk");
+    let out = hide_expired_scan(projected, "ttl", read_at)
+        .send()
+        .await
+        .expect("scan");
+    assert_eq!(names_of(out.items(), "pk"), live);
+    assert!(out.items().iter().all(|i| i.len() == 1));
+
+    for (pk, _) in &shapes {
+        let got = table.get(pk).await.expect("item is still there");
+        assert_eq!(
+            is_expired(&got, "ttl", read_at),
+            !live.contains(*pk),
+            "{pk}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_keeps_the_callers_key_condition_filter_and_placeholders() {
+    let table = TestTable::bare_with_key(&[
+        ("pk", ScalarAttributeType::S, KeyType::Hash),
+        ("sk", ScalarAttributeType::S, KeyType::Range),
+    ])
+    .await;
+    let (shapes, live) = ttl_shapes(now());
+    let mut items = Vec::new();
+    for pk in ["user-1", "user-2"] {
+        for (sk, ttl) in &shapes {
+            for kind in KINDS {
+                let mut i = item(pk, &[("sk", s(&format!("{sk}/{kind}"))), ("kind", s(kind))]);
+                if let Some(ttl) = ttl {
+                    i.insert("ttl".to_string(), ttl.clone());
+                }
+                items.push(i);
+            }
+        }
+    }
+    table.put_many(items).await;
+    let read_at = now();
+
+    // The caller's filter has an OR: combined without parentheses, expired `x` items would leak.
+    let query = table
+        .dynamo
+        .query
+        .query()
+        .table_name(&table.name)
+        .consistent_read(true)
+        .key_condition_expression("#pk = :pk")
+        .filter_expression("#kind = :x OR #kind = :z")
+        .expression_attribute_names("#pk", "pk")
+        .expression_attribute_names("#kind", "kind")
+        .expression_attribute_values(":pk", s("user-1"))
+        .expression_attribute_values(":x", s("x"))
+        .expression_attribute_values(":z", s("z"));
+    let out = hide_expired_query(query, "ttl", read_at)
+        .send()
+        .await
+        .expect("query");
+    assert!(out.last_evaluated_key.is_none());
+
+    let expected: BTreeSet<String> = live
+        .iter()
+        .flat_map(|sk| ["x", "z"].map(|kind| format!("{sk}/{kind}")))
+        .collect();
+    assert_eq!(names_of(out.items(), "sk"), expected);
+    assert!(out.items().iter().all(|i| attribute(i, "pk") == "user-1"));
+
+    // And without a filter of the caller's own, only the key condition and ours apply.
+    let query = table
+        .dynamo
+        .query
+        .query()
+        .table_name(&table.name)
+        .consistent_read(true)
+        .key_condition_expression("pk = :pk")
+        .expression_attribute_values(":pk", s("user-2"));
+    let out = hide_expired_query(query, "ttl", read_at)
+        .send()
+        .await
+        .expect("query");
+    let live_sks: BTreeSet<String> = out
+        .items()
+        .iter()
+        .map(|i| attribute(i, "sk").split('/').next().unwrap().to_string())
+        .collect();
+    assert_eq!(live_sks, live);
+    assert_eq!(out.items().len(), live.len() * KINDS.len());
+    assert!(out.items().iter().all(|i| !is_expired(i, "ttl", read_at)));
+}

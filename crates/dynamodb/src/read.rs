@@ -1,0 +1,265 @@
+//! Reading without seeing expired items: [`ReadFilter::hide_expired`] applied to the SDK's Query
+//! and Scan builders, and [`is_expired`] for items read by key.
+//!
+//! Deletion trails expiry: by a fraction of a second with precise-ttl running, by much longer
+//! during a backlog, an outage or the adoption of an existing table, and by days with native TTL
+//! alone. Readers that must treat an expired item as gone use these, which judge expiry exactly
+//! as the sweeper and native TTL do. `docs/reading.md` has the same filter for Python and
+//! JavaScript, and the caveats (filters do not save read capacity; `Limit` counts filtered-out
+//! items).
+
+use crate::item::type_name;
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
+use aws_sdk_dynamodb::operation::scan::builders::ScanFluentBuilder;
+use aws_sdk_dynamodb::types::AttributeValue;
+use precise_ttl_core::{FilterValue, ReadFilter, Timestamp, TtlValue};
+use std::collections::HashMap;
+
+/// Hides items whose `ttl_attribute` has expired by `now` from a Query.
+///
+/// Keeps the filter expression, names and values already on the builder, combining the filters as
+/// `(<yours>) AND (<ours>)`, so call it last, just before `.send()` or `.into_paginator()`: a
+/// later `.filter_expression(..)` or `.set_expression_attribute_*(..)` would replace ours. The
+/// placeholders it adds all start with `#precise_ttl_` or `:precise_ttl_`.
+///
+/// On a global secondary index the TTL attribute must be projected into the index; otherwise
+/// every item looks as if it had no TTL and nothing is hidden.
+///
+/// ```no_run
+/// use aws_sdk_dynamodb::types::AttributeValue;
+/// use precise_ttl_core::Timestamp;
+/// use precise_ttl_dynamodb::read::hide_expired_query;
+/// use std::time::{SystemTime, UNIX_EPOCH};
+///
+/// # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), aws_sdk_dynamodb::Error> {
+/// let now = Timestamp::from_unix_duration(SystemTime::now().duration_since(UNIX_EPOCH).unwrap());
+/// let query = client
+///     .query()
+///     .table_name("sessions")
+///     .key_condition_expression("pk = :pk")
+///     .expression_attribute_values(":pk", AttributeValue::S("user#42".into()));
+/// let live = hide_expired_query(query, "ttl", now).send().await?.items.unwrap_or_default();
+/// # let _ = live;
+/// # Ok(())
+/// # }
+/// ```
+pub fn hide_expired_query(
+    builder: QueryFluentBuilder,
+    ttl_attribute: &str,
+    now: Timestamp,
+) -> QueryFluentBuilder {
+    let merged = Merged::new(
+        builder.get_filter_expression(),
+        builder.get_expression_attribute_names(),
+        builder.get_expression_attribute_values(),
+        ttl_attribute,
+        now,
+    );
+    builder
+        .filter_expression(merged.expression)
+        .set_expression_attribute_names(Some(merged.names))
+        .set_expression_attribute_values(Some(merged.values))
+}
+
+/// Hides items whose `ttl_attribute` has expired by `now` from a Scan. Same contract as
+/// [`hide_expired_query`].
+///
+/// ```no_run
+/// use precise_ttl_core::Timestamp;
+/// use precise_ttl_dynamodb::read::hide_expired_scan;
+/// use std::time::{SystemTime, UNIX_EPOCH};
+///
+/// # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), aws_sdk_dynamodb::Error> {
+/// let now = Timestamp::from_unix_duration(SystemTime::now().duration_since(UNIX_EPOCH).unwrap());
+/// let scan = client
+///     .scan()
+///     .table_name("sessions")
+///     .filter_expression("#state = :active")
+///     .expression_attribute_names("#state", "state")
+///     .expression_attribute_values(":active", aws_sdk_dynamodb::types::AttributeValue::S("active".into()));
+/// let mut pages = hide_expired_scan(scan, "ttl", now).into_paginator().send();
+/// while let Some(page) = pages.next().await {
+///     for item in page?.items() {
+///         // only unexpired items with state = active
+/// #       let _ = item;
+///     }
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub fn hide_expired_scan(
+    builder: ScanFluentBuilder,
+    ttl_attribute: &str,
+    now: Timestamp,
+) -> ScanFluentBuilder {
+    let merged = Merged::new(
+        builder.get_filter_expression(),
+        builder.get_expression_attribute_names(),
+        builder.get_expression_attribute_values(),
+        ttl_attribute,
+        now,
+    );
+    builder
+        .filter_expression(merged.expression)
+        .set_expression_attribute_names(Some(merged.names))
+        .set_expression_attribute_values(Some(merged.values))
+}
+
+/// Whether an item read by key (GetItem, BatchGetItem, TransactGetItems) has expired by `now`
+/// and should be treated as absent. Agrees with [`hide_expired_query`] and [`hide_expired_scan`].
+///
+/// A ProjectionExpression that leaves out `ttl_attribute` makes every item look unexpired:
+/// project it too.
+///
+/// ```no_run
+/// use aws_sdk_dynamodb::types::AttributeValue;
+/// use precise_ttl_core::Timestamp;
+/// use precise_ttl_dynamodb::read::is_expired;
+/// use std::time::{SystemTime, UNIX_EPOCH};
+///
+/// # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), aws_sdk_dynamodb::Error> {
+/// let out = client
+///     .get_item()
+///     .table_name("sessions")
+///     .key("pk", AttributeValue::S("user#42".into()))
+///     .send()
+///     .await?;
+/// let now = Timestamp::from_unix_duration(SystemTime::now().duration_since(UNIX_EPOCH).unwrap());
+/// let session = out.item.filter(|item| !is_expired(item, "ttl", now));
+/// # let _ = session;
+/// # Ok(())
+/// # }
+/// ```
+pub fn is_expired(
+    item: &HashMap<String, AttributeValue>,
+    ttl_attribute: &str,
+    now: Timestamp,
+) -> bool {
+    let ttl = match item.get(ttl_attribute) {
+        None => TtlValue::Missing,
+        Some(AttributeValue::N(n)) => TtlValue::Number(n),
+        Some(other) => TtlValue::Other(type_name(other)),
+    };
+    precise_ttl_core::is_expired(&ttl, now)
+}
+
+/// A request's filter, names and values with the hide-expired filter added.
+struct Merged {
+    expression: String,
+    names: HashMap<String, String>,
+    values: HashMap<String, AttributeValue>,
+}
+
+impl Merged {
+    fn new(
+        expression: &Option<String>,
+        names: &Option<HashMap<String, String>>,
+        values: &Option<HashMap<String, AttributeValue>>,
+        ttl_attribute: &str,
+        now: Timestamp,
+    ) -> Self {
+        let filter = ReadFilter::hide_expired(ttl_attribute, now);
+        let mut names = names.clone().unwrap_or_default();
+        for (placeholder, attribute) in filter.names.iter().cloned() {
+            // Applying the filter twice is harmless (the later `now` wins), but with two TTL
+            // attributes the first clause would silently start testing the second one.
+            debug_assert!(
+                names.get(&placeholder).is_none_or(|a| *a == attribute),
+                "{placeholder} already names {:?}, not {attribute:?}",
+                names[&placeholder]
+            );
+            names.insert(placeholder, attribute);
+        }
+        let mut values = values.clone().unwrap_or_default();
+        values.extend(
+            filter
+                .values
+                .iter()
+                .map(|(placeholder, value)| (placeholder.clone(), attribute_value(value))),
+        );
+        Merged {
+            expression: filter.and(expression.as_deref().unwrap_or_default()),
+            names,
+            values,
+        }
+    }
+}
+
+fn attribute_value(value: &FilterValue) -> AttributeValue {
+    match value {
+        FilterValue::Number(text) => AttributeValue::N(text.clone()),
+        FilterValue::Text(text) => AttributeValue::S(text.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: Timestamp = Timestamp::from_secs(1_800_000_000);
+
+    #[test]
+    fn merges_with_what_the_caller_already_set() {
+        let caller_names = Some(HashMap::from([("#kind".to_string(), "kind".to_string())]));
+        let caller_values = Some(HashMap::from([(
+            ":kind".to_string(),
+            AttributeValue::S("a".into()),
+        )]));
+        let m = Merged::new(
+            &Some("#kind = :kind".to_string()),
+            &caller_names,
+            &caller_values,
+            "ttl",
+            NOW,
+        );
+        let ours = ReadFilter::hide_expired("ttl", NOW);
+        assert_eq!(
+            m.expression,
+            format!("(#kind = :kind) AND ({})", ours.expression)
+        );
+        assert_eq!(m.names.len(), 2);
+        assert_eq!(m.names["#kind"], "kind");
+        assert_eq!(m.names["#precise_ttl_attr"], "ttl");
+        assert_eq!(m.values.len(), 4);
+        assert_eq!(m.values[":kind"], AttributeValue::S("a".into()));
+        assert_eq!(
+            m.values[":precise_ttl_number"],
+            AttributeValue::S("N".into())
+        );
+        assert_eq!(
+            m.values[":precise_ttl_now"],
+            AttributeValue::N("1800000000".into())
+        );
+    }
+
+    #[test]
+    fn stands_alone_on_a_bare_request() {
+        let m = Merged::new(&None, &None, &None, "expires", NOW);
+        assert_eq!(
+            m.expression,
+            ReadFilter::hide_expired("expires", NOW).expression
+        );
+        assert_eq!(m.names.len(), 1);
+        assert_eq!(m.values.len(), 3);
+    }
+
+    #[test]
+    fn items_read_by_key_follow_native_ttl() {
+        let with = |ttl: Option<AttributeValue>| {
+            let mut item = HashMap::from([("pk".to_string(), AttributeValue::S("a".into()))]);
+            if let Some(ttl) = ttl {
+                item.insert("ttl".to_string(), ttl);
+            }
+            is_expired(&item, "ttl", NOW)
+        };
+        let n = |s: &str| Some(AttributeValue::N(s.into()));
+        assert!(with(n("1799999999.5")));
+        assert!(with(n("1800000000")));
+        assert!(!with(n("1800000001")));
+        assert!(!with(n("1799999999000")), "milliseconds");
+        assert!(!with(n("1600000000")), "more than five years ago");
+        assert!(!with(Some(AttributeValue::S("1799999999".into()))));
+        assert!(!with(Some(AttributeValue::Null(true))));
+        assert!(!with(None));
+    }
+}
