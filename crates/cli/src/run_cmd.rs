@@ -18,6 +18,11 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
         );
     }
     if args.blog.index_layout == crate::args::IndexLayout::BlogWindow {
+        if args.metrics_addr.is_some() {
+            anyhow::bail!(
+                "--metrics-addr is not available with --index-layout blog-window yet: each pass logs its counts (-v); use the sharded layout for metrics"
+            );
+        }
         return run_blog(global, args, &layout).await;
     }
     let prometheus = match args.metrics_addr {

@@ -230,6 +230,73 @@ async fn backfill_of_50k_items_interrupted_and_resumed_indexes_each_exactly_once
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_killed_with_sigkill_resumes_from_its_checkpoint() {
+    const ITEMS: usize = 6_000;
+    let table = TestTable::bare().await;
+    set_up(&table).await;
+    let t = now().as_millis() / 1000;
+    let items: Vec<_> = (0..ITEMS)
+        .map(|i| item(&format!("k{i:05}"), &[("ttl", n(t + 86_400))]))
+        .collect();
+    table.put_many(items).await;
+    let dir = std::env::temp_dir().join(format!("precise-ttl-kill-{:x}", fastrand::u64(..)));
+    std::fs::create_dir_all(&dir).unwrap();
+    let checkpoint = dir.join("c.json");
+    let backfill = || {
+        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"));
+        cmd.args([
+            "backfill",
+            "--table",
+            &table.name,
+            "--json",
+            "--page-size",
+            "200",
+        ])
+        .args(["--max-writes-per-second", "1500"])
+        .arg("--checkpoint")
+        .arg(&checkpoint)
+        .env("PRECISE_TTL_ENDPOINT_URL", endpoint())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        cmd
+    };
+    let mut first = backfill().spawn().unwrap();
+    let started = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(&checkpoint).unwrap_or_default();
+        if text.contains("\"S\"") {
+            break; // a segment has saved a position
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "no progress");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    first.kill().unwrap(); // SIGKILL: no summary, no clean-up
+    let _ = first.wait();
+    assert!(checkpoint.exists());
+    let out = backfill().output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let two = summary(&out.stdout);
+    assert_eq!(two["complete"], true);
+    assert!(
+        two["scanned"].as_u64().unwrap() < ITEMS as u64,
+        "resumed, not restarted: {two}"
+    );
+    let state = shards_of(&table).await;
+    let shards = ShardCount::new(16).unwrap();
+    for i in 0..ITEMS {
+        let pk = format!("k{i:05}");
+        let expected = shards.shard_for_key(pk.as_bytes()).0.to_string();
+        assert_eq!(state[&pk].0.as_deref(), Some(expected.as_str()), "{pk}");
+    }
+    assert!(!checkpoint.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn doctor_json(table: &str, extra: &[&str]) -> (i32, serde_json::Value) {
     let out = precise_ttl()
         .args(["doctor", "--table", table, "--json"])
