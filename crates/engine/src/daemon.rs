@@ -545,6 +545,11 @@ async fn stray_loop<S: ExpiryStore, C: Clock>(
         let window = DueWindow::at(shared.clock.now());
         let strays = match sweeper.find_stray_shards(window).await {
             Ok(s) => s,
+            Err(crate::sweep::SweepError::Fatal(e)) if e.class == ErrorClass::Fatal => {
+                // Access denied or a vanished index stops the daemon, whichever reader sees it.
+                shared.fail(e);
+                return;
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "stray shard probe failed");
                 continue;
@@ -559,6 +564,10 @@ async fn stray_loop<S: ExpiryStore, C: Clock>(
                 c.deleted.fetch_add(report.deleted, Ordering::Relaxed);
                 c.skipped.fetch_add(report.skipped, Ordering::Relaxed);
                 c.errors.fetch_add(report.errors, Ordering::Relaxed);
+            }
+            Err(crate::sweep::SweepError::Fatal(e)) if e.class == ErrorClass::Fatal => {
+                shared.fail(e);
+                return;
             }
             Err(e) => tracing::warn!(error = %e, "stray shard sweep failed"),
         }

@@ -263,6 +263,8 @@ mod daemon {
             cap: Duration::from_millis(20),
             max_attempts: 20,
         };
+        // Scripted faults are for the readers under test; stray probing has its own tests.
+        c.stray_check_interval = None;
         c
     }
 
@@ -381,6 +383,35 @@ mod daemon {
             .unwrap();
         // One second at 200/s plus the initial burst (200/10 = 20).
         assert!((150..=260).contains(&report.deleted), "{}", report.deleted);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fatal_error_seen_by_the_stray_probe_stops_the_daemon_too() {
+        let store = Arc::new(MemoryStore::new());
+        let mut c = config(1);
+        c.stray_check_interval = Some(Duration::from_secs(60));
+        // Every query fails fatally: whichever reader or probe asks first, the daemon stops.
+        store.inject(Call::Query, ErrorClass::Fatal, 100_000);
+        let result = Daemon::new(Arc::clone(&store), Arc::new(SystemClock), c)
+            .run(tokio::time::sleep(Duration::from_secs(30)))
+            .await;
+        assert!(result.is_err());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stray_shard_values_are_swept_by_the_daemon() {
+        let store = Arc::new(MemoryStore::new());
+        store.put("stray", num(at(-1000), 700));
+        store.put("stray-later", num(at(60_000), 700));
+        let mut c = config(2);
+        c.stray_check_interval = Some(Duration::from_secs(60));
+        let report = Daemon::new(Arc::clone(&store), Arc::new(SystemClock), c)
+            .run(tokio::time::sleep(Duration::from_millis(800)))
+            .await
+            .unwrap();
+        assert_eq!(report.deleted, 1);
+        assert!(store.get("stray").is_none());
+        assert!(store.get("stray-later").is_some());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
