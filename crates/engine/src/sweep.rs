@@ -154,7 +154,8 @@ impl<S: ExpiryStore, C: Clock> Sweeper<S, C> {
     pub async fn find_stray_shards(&self, window: DueWindow) -> Result<Vec<Shard>, SweepError> {
         let first = self.config.shards.get();
         let mut probes = JoinSet::new();
-        let permits = Arc::new(Semaphore::new(16));
+        // As many probes in flight as shards read at once: the probe is background work.
+        let permits = Arc::new(Semaphore::new(self.config.shard_parallelism.max(1)));
         for value in first..=MAX_SHARD_VALUE {
             let store = Arc::clone(&self.store);
             let backoff = self.config.backoff;
