@@ -128,7 +128,7 @@ pub async fn run(global: &Global, args: &BackfillArgs) -> anyhow::Result<Outcome
     };
     checkpoint.save(&path)?;
 
-    let total = scan.approximate_item_count().await.unwrap_or(0);
+    let total = scan.shape().item_count.unwrap_or(0);
     let progress = indicatif::ProgressBar::with_draw_target(
         Some(total),
         indicatif::ProgressDrawTarget::stderr_with_hz(4),

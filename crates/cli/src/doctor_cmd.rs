@@ -8,8 +8,8 @@ use precise_ttl_core::diagnose::{
     ShardProblem, ShardValue, TtlProblem, shard_problem, ttl_problem,
 };
 use precise_ttl_core::{TtlLayout, TtlValue};
-use precise_ttl_dynamodb::item::type_name;
-use precise_ttl_dynamodb::{ScanFilter, ScannedItem, Segment, TableScan};
+use precise_ttl_dynamodb::item::{ttl_value, type_name};
+use precise_ttl_dynamodb::{ItemKey, ScanFilter, ScannedItem, Segment, TableScan};
 use precise_ttl_engine::retry::with_backoff;
 use precise_ttl_engine::{Clock, SystemClock};
 use std::collections::BTreeMap;
@@ -33,11 +33,11 @@ struct Tally {
 }
 
 impl Tally {
-    fn add(&mut self, kind: &'static str, example: String, keep: usize) {
+    fn add(&mut self, kind: &'static str, example: &ItemKey, keep: usize) {
         let entry = self.counts.entry(kind).or_default();
         entry.0 += 1;
         if entry.1.len() < keep {
-            entry.1.push(example);
+            entry.1.push(example.to_string());
         }
     }
 
@@ -48,15 +48,11 @@ impl Tally {
         now: precise_ttl_core::Timestamp,
         keep: usize,
     ) {
-        let ttl = match &item.ttl {
-            None => TtlValue::Missing,
-            Some(AttributeValue::N(n)) => TtlValue::Number(n),
-            Some(other) => TtlValue::Other(type_name(other)),
-        };
+        let ttl = ttl_value(item.ttl.as_ref());
         if !matches!(ttl, TtlValue::Missing) {
             self.with_ttl += 1;
         }
-        let key = item.key.to_string();
+        let key = &item.key;
         match ttl_problem(&ttl, now) {
             Some(TtlProblem::NotANumber) => {
                 if let Some(v) = &item.ttl {
@@ -65,10 +61,8 @@ impl Tally {
                 self.add("ttl_not_a_number", key, keep);
                 return;
             }
-            Some(TtlProblem::LooksLikeMilliseconds) => {
-                self.add("ttl_in_milliseconds", key.clone(), keep)
-            }
-            Some(TtlProblem::TooOld) => self.add("ttl_more_than_5_years_old", key.clone(), keep),
+            Some(TtlProblem::LooksLikeMilliseconds) => self.add("ttl_in_milliseconds", key, keep),
+            Some(TtlProblem::TooOld) => self.add("ttl_more_than_5_years_old", key, keep),
             None => {}
         }
         if matches!(ttl, TtlValue::Missing) {

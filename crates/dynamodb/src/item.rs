@@ -102,6 +102,16 @@ pub fn type_name(v: &AttributeValue) -> &'static str {
     }
 }
 
+/// A TTL attribute as the core rules see it.
+pub fn ttl_value(v: Option<&AttributeValue>) -> precise_ttl_core::TtlValue<'_> {
+    use precise_ttl_core::TtlValue;
+    match v {
+        None => TtlValue::Missing,
+        Some(AttributeValue::N(n)) => TtlValue::Number(n),
+        Some(other) => TtlValue::Other(type_name(other)),
+    }
+}
+
 /// The writer's two attributes as DynamoDB values, ready to merge into a PutItem or UpdateItem.
 pub fn writer_values(w: &precise_ttl_core::WriterAttributes) -> HashMap<String, AttributeValue> {
     w.as_numbers()

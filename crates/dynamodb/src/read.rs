@@ -8,11 +8,11 @@
 //! JavaScript, and the caveats (filters do not save read capacity; `Limit` counts filtered-out
 //! items).
 
-use crate::item::type_name;
+use crate::item::ttl_value;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::scan::builders::ScanFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
-use precise_ttl_core::{FilterValue, ReadFilter, Timestamp, TtlValue};
+use precise_ttl_core::{FilterValue, ReadFilter, Timestamp};
 use std::collections::HashMap;
 
 /// Hides items whose `ttl_attribute` has expired by `now` from a Query.
@@ -135,12 +135,7 @@ pub fn is_expired(
     ttl_attribute: &str,
     now: Timestamp,
 ) -> bool {
-    let ttl = match item.get(ttl_attribute) {
-        None => TtlValue::Missing,
-        Some(AttributeValue::N(n)) => TtlValue::Number(n),
-        Some(other) => TtlValue::Other(type_name(other)),
-    };
-    precise_ttl_core::is_expired(&ttl, now)
+    precise_ttl_core::is_expired(&ttl_value(item.get(ttl_attribute)), now)
 }
 
 /// A request's filter, names and values with the hide-expired filter added.

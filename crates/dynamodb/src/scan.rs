@@ -215,20 +215,6 @@ impl TableScan {
             d.and_then(|d| d.attribute_name()).map(str::to_string),
         ))
     }
-
-    /// DescribeTable's item count: approximate (DynamoDB refreshes it about every six hours), so
-    /// good for a progress bar only.
-    pub async fn approximate_item_count(&self) -> Option<u64> {
-        let out = self
-            .dynamo
-            .query
-            .describe_table()
-            .table_name(&self.table)
-            .send()
-            .await
-            .ok()?;
-        out.table?.item_count.map(|n| n.max(0) as u64)
-    }
 }
 
 /// A cursor as `(name, type, text)` triples, for a checkpoint file; Binary values as hex.

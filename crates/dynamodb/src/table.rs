@@ -108,6 +108,8 @@ pub struct TableShape {
     pub indexes: Vec<IndexShape>,
     /// Read and write capacity when the table is provisioned; `None` when on demand.
     pub provisioned: Option<(i64, i64)>,
+    /// DynamoDB's item count: approximate (refreshed about every six hours), for progress only.
+    pub item_count: Option<u64>,
 }
 
 impl TableShape {
@@ -233,6 +235,7 @@ impl TableShape {
             attribute_types,
             indexes,
             provisioned,
+            item_count: d.item_count.map(|n| n.max(0) as u64),
         }
     }
 

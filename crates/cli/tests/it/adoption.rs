@@ -60,6 +60,21 @@ async fn shards_of(table: &TestTable) -> HashMap<String, (Option<String>, bool)>
     }
 }
 
+/// The `precise-ttl backfill` binary with a checkpoint file and a JSON summary, run as a child
+/// process so a test can interrupt it.
+fn backfill_command(table: &str, checkpoint: &std::path::Path, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"));
+    cmd.args(["backfill", "--table", table, "--json"])
+        .args(extra)
+        .arg("--checkpoint")
+        .arg(checkpoint)
+        .env("PRECISE_TTL_ENDPOINT_URL", endpoint())
+        .env_remove("PRECISE_TTL_TABLE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
 fn summary(stdout: &[u8]) -> serde_json::Value {
     let text = String::from_utf8_lossy(stdout);
     let line = text
@@ -91,24 +106,7 @@ async fn backfill_of_50k_items_interrupted_and_resumed_indexes_each_exactly_once
     let dir = std::env::temp_dir().join(format!("precise-ttl-backfill-{:x}", fastrand::u64(..)));
     std::fs::create_dir_all(&dir).unwrap();
     let checkpoint = dir.join("checkpoint.json");
-    let backfill = || {
-        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"));
-        cmd.args([
-            "backfill",
-            "--table",
-            &table.name,
-            "--segments",
-            "4",
-            "--json",
-        ])
-        .arg("--checkpoint")
-        .arg(&checkpoint)
-        .env("PRECISE_TTL_ENDPOINT_URL", endpoint())
-        .env_remove("PRECISE_TTL_TABLE")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        cmd
-    };
+    let backfill = || backfill_command(&table.name, &checkpoint, &["--segments", "4"]);
 
     // First run: interrupted once its checkpoint shows progress, while a writer races it.
     let first = backfill().spawn().unwrap();
@@ -244,22 +242,11 @@ async fn backfill_killed_with_sigkill_resumes_from_its_checkpoint() {
     std::fs::create_dir_all(&dir).unwrap();
     let checkpoint = dir.join("c.json");
     let backfill = || {
-        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"));
-        cmd.args([
-            "backfill",
-            "--table",
+        backfill_command(
             &table.name,
-            "--json",
-            "--page-size",
-            "200",
-        ])
-        .args(["--max-writes-per-second", "1500"])
-        .arg("--checkpoint")
-        .arg(&checkpoint)
-        .env("PRECISE_TTL_ENDPOINT_URL", endpoint())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        cmd
+            &checkpoint,
+            &["--page-size", "200", "--max-writes-per-second", "1500"],
+        )
     };
     let mut first = backfill().spawn().unwrap();
     let started = Instant::now();
