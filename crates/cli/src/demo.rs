@@ -54,7 +54,7 @@ pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
     let dynamo = match &global.endpoint_url {
         Some(_) => crate::connect(global).await?,
         None => {
-            println!("starting DynamoDB Local (installed into .cache/ on first use)...");
+            println!("starting DynamoDB Local (installed into the user cache on first use)...");
             let started = Instant::now();
             let local = tokio::task::spawn_blocking(DynamoDbLocal::start).await??;
             println!(

