@@ -1,34 +1,21 @@
-//! `precise-ttl demo`: the whole loop on a DynamoDB Local it starts itself.
+//! `precise-ttl demo`: the whole loop on a DynamoDB Local it starts itself. Wiring and output:
+//! the items are written with the bench driver's writer, deletions logged by its [`DeletionLog`].
 
 use crate::Outcome;
 use crate::args::{DemoArgs, Global};
 use anyhow::Context;
 use aws_sdk_dynamodb::types::AttributeValue;
+use precise_ttl_bench_driver::deletions::percentile;
+use precise_ttl_bench_driver::{DeletionLog, put_all};
 use precise_ttl_core::{Expiry, TtlLayout};
 use precise_ttl_dynamodb::item::writer_values;
 use precise_ttl_dynamodb::{
-    CreateTable, Dynamo, DynamoDbLocal, DynamoStore, ItemKey, KeyAttribute, KeyType, SetupOptions,
-    setup,
+    CreateTable, Dynamo, DynamoDbLocal, DynamoStore, KeyAttribute, KeyType, SetupOptions, setup,
 };
-use precise_ttl_engine::{Clock, Daemon, DaemonConfig, Observer, SystemClock};
+use precise_ttl_engine::{Clock, Daemon, DaemonConfig, SystemClock};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Collects every deletion with its lag, as the sweeper reports it.
-#[derive(Default)]
-struct Deletions(Mutex<Vec<(String, i64)>>);
-
-impl Observer<ItemKey> for Deletions {
-    fn deleted(&self, key: &ItemKey, expiry: Expiry, at: precise_ttl_core::Timestamp) {
-        let lag = at.millis_since(expiry.at());
-        let name = key.partition_text().trim_matches('"').to_string();
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((name, lag));
-    }
-}
 
 /// Items that must still be there at the end, and why.
 const SURVIVORS: &[(&str, &str)] = &[
@@ -54,7 +41,10 @@ pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
     let dynamo = match &global.endpoint_url {
         Some(_) => crate::connect(global).await?,
         None => {
-            println!("starting DynamoDB Local (installed into the user cache on first use)...");
+            println!(
+                "starting DynamoDB Local (installed into {} on first use)...",
+                precise_ttl_dynamodb::local::install_dir()?.display()
+            );
             let started = Instant::now();
             let local = tokio::task::spawn_blocking(DynamoDbLocal::start).await??;
             println!(
@@ -147,7 +137,7 @@ pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
         Some(t0.as_millis().to_string()),
     ));
     items.push(item(&layout, "no-ttl", None));
-    crate::bench::put_all(&dynamo, &table, items, None)
+    put_all(&dynamo, &table, items, |_| {})
         .await
         .context("writing the demo items")?;
     println!(
@@ -181,7 +171,7 @@ pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
     // The daemon, in this process: it reads each shard ahead and deletes every item at its
     // expiry instant. Every second we print what it deleted meanwhile.
     let store = DynamoStore::open(dynamo.clone(), &table, layout.clone()).await?;
-    let deletions = Arc::new(Deletions::default());
+    let deletions = Arc::new(DeletionLog::default());
     let mut config = DaemonConfig::new(layout.shards);
     config.poll_interval = args.interval.max(Duration::from_millis(100));
     let daemon = Daemon::new(Arc::new(store), Arc::new(SystemClock), config)
@@ -193,24 +183,19 @@ pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
             let mut printed = 0;
             loop {
                 tokio::time::sleep(Duration::from_millis(500)).await;
-                let done = deletions
-                    .0
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone();
-                if done.len() > printed {
-                    let batch = &done[printed..];
-                    let lags: Vec<i64> = batch.iter().map(|(_, l)| *l).collect();
+                let batch = deletions.since(printed);
+                if !batch.is_empty() {
+                    let lags: Vec<i64> = batch.iter().map(|d| d.lag_ms).collect();
                     let now = SystemClock.now().millis_since(t0) as f64 / 1000.0;
                     println!(
                         "  t+{now:5.2}s  deleted {:>4} items ({} … {}), {} to {} ms after their TTLs",
                         batch.len(),
-                        batch[0].0,
-                        batch[batch.len() - 1].0,
+                        batch[0].key,
+                        batch[batch.len() - 1].key,
                         lags.iter().min().unwrap_or(&0),
                         lags.iter().max().unwrap_or(&0)
                     );
-                    printed = done.len();
+                    printed += batch.len();
                 }
                 if printed as u64 >= n || Instant::now() > deadline {
                     return;
@@ -224,19 +209,8 @@ pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
         .await?
         .context("extending the TTL of item \"extended\"")?;
 
-    let mut lags: Vec<i64> = deletions
-        .0
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .map(|(_, l)| *l)
-        .collect();
-    lags.sort_unstable();
-    let pct = |p: f64| {
-        lags.get(((lags.len() as f64 * p).ceil() as usize).saturating_sub(1))
-            .copied()
-            .unwrap_or(0)
-    };
+    let lags = deletions.sorted_lags();
+    let pct = |p: f64| percentile(&lags, p);
     println!();
     println!(
         "deleted {} of {n} expired items; skipped {skipped} changed",

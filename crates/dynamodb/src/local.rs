@@ -144,6 +144,9 @@ mod tests {
     fn the_embedded_launcher_serves_and_installs_into_the_folder_it_is_given() {
         assert!(LAUNCHER.contains("serve)"));
         assert!(LAUNCHER.contains("PRECISE_TTL_DYNAMODB_LOCAL_DIR"));
-        assert!(!LAUNCHER.contains("BASH_SOURCE"), "bash -c has no source file");
+        assert!(
+            !LAUNCHER.contains("BASH_SOURCE"),
+            "bash -c has no source file"
+        );
     }
 }

@@ -1,12 +1,12 @@
 //! Watching a table's DynamoDB Stream for deletions: how the benchmark sees, from outside the
-//! sweeper, when each item really disappeared.
+//! sweeper, when each item really disappeared. One poll is one pass over the shards; retrying
+//! (and pausing between retries) is the caller's policy.
 
 use crate::connect::Dynamo;
 use crate::error::AdapterError;
 use aws_sdk_dynamodb::types::{StreamSpecification, StreamViewType, TableDescription};
 use aws_sdk_dynamodbstreams::types::{AttributeValue, OperationType, ShardIteratorType};
 use precise_ttl_core::ErrorClass;
-use std::time::Duration;
 
 /// One change seen on the stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,23 +135,21 @@ impl RemovalStream {
         let mut events = Vec::new();
         for slot in &mut self.iterators {
             let Some(it) = slot.clone() else { continue };
-            let out = match self
+            // A failed read leaves the shard's iterator where it was; the caller decides how long
+            // to wait before the next poll.
+            let out = self
                 .client
                 .get_records()
                 .shard_iterator(it)
                 .limit(1000)
                 .send()
                 .await
-            {
-                Ok(out) => out,
-                Err(e) => {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                    return Err(stream_error(
+                .map_err(|e| {
+                    stream_error(
                         "GetRecords",
                         aws_sdk_dynamodb::error::DisplayErrorContext(e),
-                    ));
-                }
-            };
+                    )
+                })?;
             *slot = out.next_shard_iterator().map(str::to_string);
             for record in out.records() {
                 let kind = match record.event_name() {

@@ -275,3 +275,51 @@ fn bench_runs_end_to_end_on_a_small_load_with_batch_deletes() {
     }
     std::fs::remove_dir_all(&out).ok();
 }
+
+#[test]
+fn bench_with_other_attribute_names_deletes_everything() {
+    let out = std::env::temp_dir().join(format!("precise-ttl-bench-{}", fastrand::u64(..)));
+    precise_ttl()
+        .args([
+            "bench",
+            "--items",
+            "300",
+            "--spread",
+            "3s",
+            "--raw-items",
+            "0",
+        ])
+        .args([
+            "--ttl-attribute",
+            "expires_at",
+            "--shard-attribute",
+            "bucket",
+        ])
+        .args([
+            "--poll-interval",
+            "250ms",
+            "--timeout",
+            "20s",
+            "--name",
+            "names",
+        ])
+        .args(["--out", out.to_str().unwrap()])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "| deleted / expected | 300 / 300 |",
+        ))
+        .stdout(predicate::str::contains("| wrong deletions | 0 |"));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("names.json")).unwrap()).unwrap();
+    assert_eq!(json["report"]["left_behind"]["total"], 0);
+    assert!(
+        json["argv"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "expires_at")
+    );
+    assert!(json["git_revision"].is_object() || json["git_revision"] == "unknown");
+    std::fs::remove_dir_all(&out).ok();
+}

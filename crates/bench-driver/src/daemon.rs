@@ -1,0 +1,182 @@
+//! The daemon under test, run as a child process the way users run it, and stopped with SIGTERM
+//! as a service manager would.
+
+use crate::config::BenchConfig;
+use crate::error::BenchError;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Debug)]
+pub struct DaemonProcess {
+    child: Child,
+    /// Where it serves /metrics, from the line it prints at start.
+    pub metrics_url: Option<String>,
+}
+
+/// The `precise-ttl run` command line for `table` at `endpoint`, every layout setting included.
+pub fn command(config: &BenchConfig, table: &str, endpoint: &str) -> Command {
+    let layout = &config.layout;
+    let mut cmd = Command::new(&config.daemon.program);
+    cmd.args(["run", "--table", table, "--endpoint-url", endpoint])
+        .args(["--ttl-attribute", &layout.ttl_attribute])
+        .args(["--shard-attribute", &layout.shard_attribute])
+        .args(["--index-name", &layout.index_name])
+        .args(["--shards", &layout.shards.get().to_string()])
+        .args([
+            "--poll-interval",
+            &format!("{}ms", config.poll_interval.as_millis()),
+        ])
+        .args(["--metrics-addr", "127.0.0.1:0"])
+        .args(["--delete-mode", config.delete_mode_name()])
+        .args(&config.daemon.extra_args);
+    // The command line is the whole configuration: settings of the caller's environment must not
+    // leak into the measured daemon.
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("PRECISE_TTL_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd
+}
+
+impl DaemonProcess {
+    pub fn spawn(mut cmd: Command) -> Result<DaemonProcess, BenchError> {
+        let program = cmd.get_program().into();
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|source| BenchError::DaemonSpawn { program, source })?;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let (url_tx, url_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(i) = line.find("http://") {
+                    let _ = url_tx.send(line[i..].trim().to_string());
+                }
+            }
+        });
+        let metrics_url = url_rx.recv_timeout(Duration::from_secs(30)).ok();
+        Ok(DaemonProcess { child, metrics_url })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Fails if the daemon already exited.
+    pub fn check_running(&mut self) -> Result<(), BenchError> {
+        match self.child.try_wait().map_err(BenchError::DaemonIo)? {
+            Some(status) => Err(BenchError::DaemonExitedEarly(status)),
+            None => Ok(()),
+        }
+    }
+
+    /// Sends SIGTERM and waits up to 15 s for the exit; returns its status and how long it took.
+    pub async fn terminate(mut self) -> Result<(ExitStatus, Duration), BenchError> {
+        let stopping = Instant::now();
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            // It may have exited meanwhile (ESRCH): the wait below reports how.
+            let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+        }
+        loop {
+            if let Some(status) = self.child.try_wait().map_err(BenchError::DaemonIo)? {
+                return Ok((status, stopping.elapsed()));
+            }
+            if stopping.elapsed() > Duration::from_secs(15) {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                return Err(BenchError::DaemonHung);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// Query and delete capacity units, from the daemon's /metrics (`None` if unavailable).
+pub async fn scrape_capacity(url: Option<&str>) -> Option<(f64, f64)> {
+    let url = url?;
+    let rest = url.strip_prefix("http://")?;
+    let (host, path) = rest.split_once('/').unwrap_or((rest, "metrics"));
+    let body = tokio::task::spawn_blocking({
+        let host = host.to_string();
+        let path = format!("/{path}");
+        move || -> std::io::Result<String> {
+            use std::io::{Read, Write};
+            let mut s = std::net::TcpStream::connect(&host)?;
+            s.set_read_timeout(Some(Duration::from_secs(2)))?;
+            write!(s, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n")?;
+            let mut body = String::new();
+            s.read_to_string(&mut body)?;
+            Ok(body)
+        }
+    })
+    .await
+    .ok()?
+    .ok()?;
+    capacity_from_metrics(&body)
+}
+
+fn capacity_from_metrics(body: &str) -> Option<(f64, f64)> {
+    let mut query = 0.0;
+    let mut delete = 0.0;
+    for line in body.lines() {
+        if let Some(rest) = line.strip_prefix(precise_ttl_engine::metrics::CAPACITY_UNITS) {
+            let value: f64 = rest.rsplit(' ').next()?.parse().ok()?;
+            if rest.contains("op=\"query\"") {
+                query += value / 100.0;
+            } else if rest.contains("op=\"delete\"") {
+                delete += value / 100.0;
+            }
+        }
+    }
+    Some((query, delete))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::DaemonCommand;
+    use precise_ttl_core::{ShardCount, TtlLayout};
+
+    #[test]
+    fn the_daemon_gets_every_layout_setting() {
+        let layout = TtlLayout::new(
+            "expires_at",
+            "bucket",
+            "by-expiry",
+            ShardCount::new(8).unwrap(),
+        )
+        .unwrap();
+        let daemon = DaemonCommand {
+            program: "precise-ttl".into(),
+            extra_args: vec!["--batch-linger".into(), "0s".into()],
+        };
+        let cmd = command(&BenchConfig::new("x", layout, daemon), "t", "http://h:1");
+        let args: Vec<_> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let joined = args.join(" ");
+        for expected in [
+            "--ttl-attribute expires_at",
+            "--shard-attribute bucket",
+            "--index-name by-expiry",
+            "--shards 8",
+            "--delete-mode batch",
+            "--batch-linger 0s",
+        ] {
+            assert!(joined.contains(expected), "{expected} in {joined}");
+        }
+    }
+
+    #[test]
+    fn capacity_is_read_in_hundredths() {
+        let name = precise_ttl_engine::metrics::CAPACITY_UNITS;
+        let body = format!("{name}{{op=\"query\"}} 150\n{name}{{op=\"delete\"}} 1000\nother 3\n");
+        assert_eq!(capacity_from_metrics(&body), Some((1.5, 10.0)));
+    }
+}

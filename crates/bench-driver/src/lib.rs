@@ -1,0 +1,37 @@
+//! The benchmark driver of precise-ttl: measures precision from outside the sweeper.
+//!
+//! [`run`] plants items with known TTLs (plus items that must survive) in a fresh table, runs
+//! `precise-ttl run` as a child process the way users run it, watches the table's stream for
+//! REMOVE records, scans the table at the end, and hands that event log to `precise-ttl-bench`
+//! for the report. In the same run it measures the store's raw conditional-delete rate, so
+//! throughput is a fraction of what this machine's store can do.
+//!
+//! The library never prints: progress goes to a [`Progress`], results come back as a
+//! [`BenchRun`] the caller renders or writes with [`BenchRun::write_files`]. Every attribute
+//! name (partition key, TTL, shard) comes from the [`BenchConfig`].
+
+pub mod config;
+pub mod daemon;
+pub mod deletions;
+pub mod error;
+pub mod items;
+pub mod load;
+pub mod observe;
+pub mod plan;
+pub mod progress;
+pub mod raw;
+pub mod report;
+pub mod revision;
+pub mod run;
+pub mod usage;
+
+pub use config::{BenchConfig, DaemonCommand};
+pub use deletions::DeletionLog;
+pub use error::BenchError;
+pub use items::ItemWriter;
+pub use load::put_all;
+pub use progress::{Event, NoProgress, Progress};
+pub use raw::RawRates;
+pub use report::{BenchRun, Summary};
+pub use revision::Revision;
+pub use run::run;

@@ -1,0 +1,161 @@
+//! The bench table's own I/O: creating it, writing items in bulk, extending TTLs on schedule,
+//! and listing what is left.
+
+use crate::error::BenchError;
+use crate::items::{Item, ItemWriter, epoch_seconds};
+use aws_sdk_dynamodb::error::DisplayErrorContext;
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, PutRequest, ScalarAttributeType,
+    WriteRequest,
+};
+use precise_ttl_core::Timestamp;
+use precise_ttl_dynamodb::Dynamo;
+use precise_ttl_engine::{Clock, SystemClock};
+use std::collections::HashSet;
+use std::time::Duration;
+
+/// A table keyed by `key_attribute` (String), on demand, without any index.
+pub async fn create_bare(
+    dynamo: &Dynamo,
+    table: &str,
+    key_attribute: &str,
+) -> Result<(), BenchError> {
+    let definition = AttributeDefinition::builder()
+        .attribute_name(key_attribute)
+        .attribute_type(ScalarAttributeType::S)
+        .build()
+        .map_err(|e| BenchError::call("creating the bench table", e))?;
+    let key = KeySchemaElement::builder()
+        .attribute_name(key_attribute)
+        .key_type(KeyType::Hash)
+        .build()
+        .map_err(|e| BenchError::call("creating the bench table", e))?;
+    dynamo
+        .query
+        .create_table()
+        .table_name(table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(definition)
+        .key_schema(key)
+        .send()
+        .await
+        .map_err(|e| BenchError::call("creating the bench table", DisplayErrorContext(e)))?;
+    Ok(())
+}
+
+/// Writes `items` with BatchWriteItem, four requests of 25 in flight, until none is left
+/// unprocessed. `written` is told how many each finished request wrote.
+pub async fn put_all(
+    dynamo: &Dynamo,
+    table: &str,
+    items: Vec<Item>,
+    mut written: impl FnMut(u64),
+) -> Result<(), BenchError> {
+    let mut chunks = items
+        .chunks(25)
+        .map(|c| c.to_vec())
+        .collect::<Vec<_>>()
+        .into_iter();
+    let mut tasks = tokio::task::JoinSet::new();
+    loop {
+        while tasks.len() < 4 {
+            let Some(chunk) = chunks.next() else { break };
+            let dynamo = dynamo.clone();
+            let table = table.to_string();
+            tasks.spawn(async move { write_chunk(&dynamo, &table, chunk).await });
+        }
+        match tasks.join_next().await {
+            Some(done) => written(done??),
+            None => return Ok(()),
+        }
+    }
+}
+
+async fn write_chunk(dynamo: &Dynamo, table: &str, chunk: Vec<Item>) -> Result<u64, BenchError> {
+    let n = chunk.len() as u64;
+    let mut requests = Vec::with_capacity(chunk.len());
+    for item in chunk {
+        let put = PutRequest::builder()
+            .set_item(Some(item))
+            .build()
+            .map_err(|e| BenchError::call("writing items", e))?;
+        requests.push(WriteRequest::builder().put_request(put).build());
+    }
+    while !requests.is_empty() {
+        let out = dynamo
+            .write
+            .batch_write_item()
+            .request_items(table, requests)
+            .send()
+            .await
+            .map_err(|e| BenchError::call("writing items", DisplayErrorContext(e)))?;
+        requests = out
+            .unprocessed_items
+            .and_then(|mut u| u.remove(table))
+            .unwrap_or_default();
+    }
+    Ok(n)
+}
+
+/// At each planned instant, pushes that key's TTL an hour later (a writer renewing an item).
+pub async fn extend_ttls(
+    dynamo: Dynamo,
+    table: String,
+    items: ItemWriter,
+    mut plan: Vec<(Timestamp, String)>,
+) -> Result<(), BenchError> {
+    plan.sort();
+    for (at, key) in plan {
+        let wait = at.millis_since(SystemClock.now());
+        if wait > 0 {
+            tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+        }
+        let later = SystemClock.now().saturating_add(Duration::from_secs(3600));
+        let (name, value) = items.key(&key);
+        dynamo
+            .write
+            .update_item()
+            .table_name(&table)
+            .key(name, value)
+            .update_expression("SET #t = :t")
+            .expression_attribute_names("#t", &items.ttl_attribute)
+            .expression_attribute_values(":t", epoch_seconds(later))
+            .send()
+            .await
+            .map_err(|e| BenchError::call("extending a TTL", DisplayErrorContext(e)))?;
+    }
+    Ok(())
+}
+
+/// Every key still in the table (consistent reads).
+pub async fn scan_keys(
+    dynamo: &Dynamo,
+    table: &str,
+    key_attribute: &str,
+) -> Result<HashSet<String>, BenchError> {
+    let mut keys = HashSet::new();
+    let mut start = None;
+    loop {
+        let out = dynamo
+            .query
+            .scan()
+            .table_name(table)
+            .projection_expression("#k")
+            .expression_attribute_names("#k", key_attribute)
+            .consistent_read(true)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|e| BenchError::call("scanning what is left", DisplayErrorContext(e)))?;
+        for i in out.items() {
+            if let Some(AttributeValue::S(k)) = i.get(key_attribute) {
+                keys.insert(k.clone());
+            }
+        }
+        start = out.last_evaluated_key;
+        if start.is_none() {
+            return Ok(keys);
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! What the bench plants: items expiring during the run, a backlog, and items that must survive
+//! (TTL extended before expiry, String / millisecond / negative / too-old TTL, no TTL, no shard).
+
+use crate::items::{Item, ItemWriter, epoch_seconds};
+use aws_sdk_dynamodb::types::AttributeValue;
+use precise_ttl_bench::{Expectation, Planted};
+use precise_ttl_core::Timestamp;
+use std::time::Duration;
+
+/// Items that must survive, by kind; a few of each.
+pub const ADVERSARIAL_EACH: usize = 5;
+
+/// Items to write, what is expected of each, and which TTLs a writer extends when.
+#[derive(Debug, Default)]
+pub struct Plan {
+    pub writes: Vec<Item>,
+    pub planted: Vec<Planted>,
+    /// (when, key): the key's TTL is pushed an hour later at that instant.
+    pub extensions: Vec<(Timestamp, String)>,
+}
+
+fn survive(key: &str, why: &str) -> Planted {
+    Planted {
+        key: key.to_string(),
+        expect: Expectation::Survive {
+            why: why.to_string(),
+        },
+    }
+}
+
+/// Items with a String TTL: written before the index exists (after, DynamoDB rejects them).
+pub fn string_ttls(items: &ItemWriter, now: Timestamp) -> Plan {
+    let mut plan = Plan::default();
+    for i in 0..ADVERSARIAL_EACH {
+        let key = format!("string-ttl-{i}");
+        let ttl = AttributeValue::S((now.as_millis() / 1000 - 10).to_string());
+        plan.writes
+            .push(items.item(&key, Some(ttl), Some(i as u16)));
+        plan.planted.push(survive(&key, "string TTL"));
+    }
+    plan
+}
+
+/// The main load. `now` is the planning instant; `first` the first expiry; `shards` the shard
+/// count writers spread over.
+pub fn main_load(
+    items: &ItemWriter,
+    count: u64,
+    spread: Duration,
+    backlog: u64,
+    shards: u16,
+    now: Timestamp,
+    first: Timestamp,
+) -> Plan {
+    let mut plan = Plan::default();
+    let shard = || Some(fastrand::u16(0..shards));
+    let spread_ms = spread.as_millis().max(1) as f64;
+    for i in 0..count {
+        let key = format!("item-{i:07}");
+        let ttl = Timestamp::from_millis(
+            first.as_millis()
+                + (spread_ms * i as f64 / count as f64) as i64
+                + fastrand::i64(0..1000) % 7,
+        );
+        plan.writes
+            .push(items.item(&key, Some(epoch_seconds(ttl)), shard()));
+        plan.planted.push(Planted {
+            key,
+            expect: Expectation::Expire {
+                ttl_ms: ttl.as_millis(),
+            },
+        });
+    }
+    for i in 0..backlog {
+        let key = format!("backlog-{i:07}");
+        let ttl = now.saturating_sub(Duration::from_millis(10_000 + fastrand::u64(0..3_600_000)));
+        plan.writes
+            .push(items.item(&key, Some(epoch_seconds(ttl)), shard()));
+        plan.planted.push(Planted {
+            key,
+            expect: Expectation::Backlog {
+                ttl_ms: ttl.as_millis(),
+            },
+        });
+    }
+    let extended = (count / 100).clamp(10, 1000);
+    for i in 0..extended {
+        let key = format!("extended-{i:05}");
+        let offset = 2000.0 + (spread_ms - 2000.0).max(0.0) * i as f64 / extended as f64;
+        let ttl = Timestamp::from_millis(first.as_millis() + offset as i64);
+        plan.writes
+            .push(items.item(&key, Some(epoch_seconds(ttl)), shard()));
+        // Extended one to two seconds before the original expiry.
+        let at = ttl.saturating_sub(Duration::from_millis(1000 + fastrand::u64(0..1000)));
+        plan.extensions.push((at, key.clone()));
+        plan.planted
+            .push(survive(&key, "TTL extended 1–2 s before expiry"));
+    }
+    let six_years = Duration::from_secs(6 * 365 * 86_400);
+    for i in 0..ADVERSARIAL_EACH {
+        let s = shard();
+        let adversarial = [
+            (
+                format!("millis-ttl-{i}"),
+                Some(AttributeValue::N(first.as_millis().to_string())),
+                s,
+                "TTL in milliseconds",
+            ),
+            (
+                format!("negative-ttl-{i}"),
+                Some(AttributeValue::N("-100".into())),
+                s,
+                "negative TTL",
+            ),
+            (
+                format!("too-old-{i}"),
+                Some(epoch_seconds(now.saturating_sub(six_years))),
+                s,
+                "TTL more than 5 years old",
+            ),
+            (format!("no-ttl-{i}"), None, s, "no TTL"),
+            (
+                format!("no-shard-{i}"),
+                Some(epoch_seconds(first)),
+                None,
+                "no shard attribute",
+            ),
+        ];
+        for (key, ttl, shard, why) in adversarial {
+            plan.writes.push(items.item(&key, ttl, shard));
+            plan.planted.push(survive(&key, why));
+        }
+    }
+    fastrand::shuffle(&mut plan.writes);
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use precise_ttl_bench::Expectation;
+    use precise_ttl_core::{ShardCount, TtlLayout};
+
+    #[test]
+    fn every_planted_item_is_written_once_with_the_layouts_names() {
+        let layout =
+            TtlLayout::new("expires_at", "bucket", "idx", ShardCount::new(4).unwrap()).unwrap();
+        let items = ItemWriter::new("id", &layout);
+        let now = Timestamp::from_millis(1_800_000_000_000);
+        let first = now.saturating_add(Duration::from_secs(5));
+        let plan = main_load(&items, 300, Duration::from_secs(3), 7, 4, now, first);
+        assert_eq!(plan.writes.len(), plan.planted.len());
+        let expiring = plan
+            .planted
+            .iter()
+            .filter(|p| matches!(p.expect, Expectation::Expire { .. }))
+            .count();
+        assert_eq!(expiring, 300);
+        assert_eq!(plan.extensions.len(), 10);
+        for w in &plan.writes {
+            assert!(w.contains_key("id"));
+            assert!(
+                !w.contains_key("pk") && !w.contains_key("ttl") && !w.contains_key("ttl_shard")
+            );
+        }
+        let with_ttl = plan
+            .writes
+            .iter()
+            .filter(|w| w.contains_key("expires_at"))
+            .count();
+        assert_eq!(with_ttl, plan.writes.len() - ADVERSARIAL_EACH);
+    }
+}

@@ -1,0 +1,111 @@
+//! The store's raw conditional-delete rates on this machine, the yardstick for the sweeper's
+//! throughput.
+
+use crate::error::BenchError;
+use crate::items::{ItemWriter, epoch_seconds};
+use crate::load::put_all;
+use precise_ttl_core::{DueWindow, TtlLayout};
+use precise_ttl_dynamodb::{DeleteMode, Dynamo, DynamoStore, ItemKey};
+use precise_ttl_engine::{Clock, DeleteOutcome, ExpiryStore, SystemClock};
+use serde::Serialize;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RawRates {
+    /// Items per second with one conditional DeleteItem per item, 64 in flight.
+    pub single_per_s: f64,
+    /// Items per second with PartiQL batches of 25, 8 in flight.
+    pub batch_per_s: f64,
+}
+
+/// Loads items that are all due and deletes them as fast as the store allows, once per mode.
+/// Unmeasured rounds before and after warm the store up: DynamoDB Local is slow on a table's
+/// first few thousand operations, which would otherwise land in a measured window.
+pub async fn measure(
+    dynamo: &Dynamo,
+    table: &str,
+    layout: &TtlLayout,
+    items: &ItemWriter,
+    count: u64,
+) -> Result<RawRates, BenchError> {
+    let store = Arc::new(
+        DynamoStore::open(dynamo.clone(), table, layout.clone())
+            .await?
+            .with_delete_mode(DeleteMode::Batch),
+    );
+    let due = SystemClock.now().saturating_sub(Duration::from_secs(60));
+    let shards = layout.shards.get();
+    let mut rates = Vec::new();
+    for (round, batch, measured) in [
+        ("warm", 1, false),
+        ("single", 1, true),
+        ("batch", 25, true),
+        ("warm-2", 1, false),
+    ] {
+        let names: Vec<String> = (0..count).map(|i| format!("{round}-{i}")).collect();
+        let written = names
+            .iter()
+            .map(|k| items.item(k, Some(epoch_seconds(due)), Some(fastrand::u16(0..shards))))
+            .collect();
+        put_all(dynamo, table, written, |_| {}).await?;
+        let keys: Vec<ItemKey> = names
+            .iter()
+            .map(|k| ItemKey::new(vec![items.key(k)]))
+            .collect();
+        let started = Instant::now();
+        let deleted = delete_all(Arc::clone(&store), keys, batch).await?;
+        let secs = started.elapsed().as_secs_f64();
+        if deleted != count {
+            return Err(BenchError::RawIncomplete { deleted, count });
+        }
+        if measured {
+            rates.push(count as f64 / secs.max(0.001));
+        }
+    }
+    Ok(RawRates {
+        single_per_s: rates[0],
+        batch_per_s: rates[1],
+    })
+}
+
+async fn delete_all(
+    store: Arc<DynamoStore>,
+    keys: Vec<ItemKey>,
+    batch: usize,
+) -> Result<u64, BenchError> {
+    let in_flight = if batch == 1 { 64 } else { 8 };
+    let deleted = Arc::new(AtomicU64::new(0));
+    let mut chunks = keys
+        .chunks(batch)
+        .map(|c| c.to_vec())
+        .collect::<Vec<_>>()
+        .into_iter();
+    let mut tasks = tokio::task::JoinSet::new();
+    loop {
+        while tasks.len() < in_flight {
+            let Some(chunk) = chunks.next() else { break };
+            let store = Arc::clone(&store);
+            let deleted = Arc::clone(&deleted);
+            tasks.spawn(async move {
+                let window = DueWindow::at(SystemClock.now());
+                let results = if chunk.len() == 1 {
+                    vec![store.delete_if_due(&chunk[0], window).await]
+                } else {
+                    store.delete_many_if_due(&chunk, window).await
+                };
+                for r in results {
+                    if r? == DeleteOutcome::Deleted {
+                        deleted.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                Ok::<(), BenchError>(())
+            });
+        }
+        match tasks.join_next().await {
+            Some(done) => done??,
+            None => return Ok(deleted.load(Ordering::Relaxed)),
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! A run's result: the JSON summary (the analysis report plus what the driver measured around
+//! it), its Markdown rendering, and the files they are written to.
+
+use crate::error::BenchError;
+use crate::raw::RawRates;
+use crate::revision::Revision;
+use crate::usage::Usage;
+use precise_ttl_bench::Report;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// Capacity units per deleted item, as the daemon's /metrics counted them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CapacityPerItem {
+    pub query: f64,
+    pub delete: f64,
+    pub total: f64,
+}
+
+/// The benchmark JSON. Field names are what README figures and earlier artifacts quote.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub name: String,
+    /// The command line, joined with spaces (kept for earlier readers; `argv` is exact).
+    pub command: String,
+    pub argv: Vec<String>,
+    pub git_revision: Revision,
+    pub items: u64,
+    pub spread_s: f64,
+    pub backlog: u64,
+    pub steady_rate_per_s: f64,
+    pub poll_interval_ms: u64,
+    pub delete_mode: String,
+    pub shards: u16,
+    pub load_seconds: f64,
+    pub raw_delete_item_per_s: Option<f64>,
+    pub raw_partiql_batch_per_s: Option<f64>,
+    pub sweeper_cpu_seconds: f64,
+    pub sweeper_shutdown_ms: u64,
+    pub sweeper_peak_rss_mb: f64,
+    pub capacity_units_per_deleted_item: Option<CapacityPerItem>,
+    pub report: Report,
+}
+
+/// What [`crate::run`] measured.
+#[derive(Debug, Clone)]
+pub struct BenchRun {
+    pub summary: Summary,
+    pub markdown: String,
+}
+
+/// What the driver measured besides the analysis report.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Measured {
+    pub load_seconds: f64,
+    pub raw: Option<RawRates>,
+    pub usage: Usage,
+    pub shutdown_ms: u64,
+    /// Query and delete capacity units in total.
+    pub capacity: Option<(f64, f64)>,
+    pub observer_delay_ms: f64,
+}
+
+impl BenchRun {
+    /// No wrong deletion and nothing left behind.
+    pub fn is_clean(&self) -> bool {
+        let r = &self.summary.report;
+        r.wrong.is_empty() && r.left_behind.total == 0
+    }
+
+    /// Writes `<out>/<name>.{json,md,svg}`; returns `<out>/<name>`.
+    pub fn write_files(&self, out: &Path) -> Result<PathBuf, BenchError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| BenchError::Write { path, source }
+        };
+        std::fs::create_dir_all(out).map_err(io(out))?;
+        let base = out.join(&self.summary.name);
+        let json = base.with_extension("json");
+        let text = serde_json::to_string_pretty(&self.summary)
+            .map_err(|e| io(&json)(std::io::Error::other(e)))?;
+        std::fs::write(&json, text).map_err(io(&json))?;
+        let md = base.with_extension("md");
+        std::fs::write(&md, &self.markdown).map_err(io(&md))?;
+        precise_ttl_bench::write_plot(&self.summary.report, &base.with_extension("svg"))?;
+        Ok(base)
+    }
+}
+
+pub(crate) fn summarize(config: &crate::BenchConfig, report: Report, m: &Measured) -> BenchRun {
+    let deleted = report.counts.deleted.max(1) as f64;
+    let summary = Summary {
+        name: config.name.clone(),
+        command: config.argv.join(" "),
+        argv: config.argv.clone(),
+        git_revision: config.revision.clone(),
+        items: config.items,
+        spread_s: config.spread.as_secs_f64(),
+        backlog: config.backlog,
+        steady_rate_per_s: config.items as f64 / config.spread.as_secs_f64().max(0.001),
+        poll_interval_ms: config.poll_interval.as_millis() as u64,
+        delete_mode: config.delete_mode_name().to_string(),
+        shards: config.layout.shards.get(),
+        load_seconds: m.load_seconds,
+        raw_delete_item_per_s: m.raw.map(|r| r.single_per_s),
+        raw_partiql_batch_per_s: m.raw.map(|r| r.batch_per_s),
+        sweeper_cpu_seconds: m.usage.cpu_seconds,
+        sweeper_shutdown_ms: m.shutdown_ms,
+        sweeper_peak_rss_mb: m.usage.peak_rss_kb as f64 / 1024.0,
+        capacity_units_per_deleted_item: m.capacity.map(|(q, d)| CapacityPerItem {
+            query: q / deleted,
+            delete: d / deleted,
+            total: (q + d) / deleted,
+        }),
+        report,
+    };
+    let markdown = markdown(&summary, m);
+    BenchRun { summary, markdown }
+}
+
+fn markdown(s: &Summary, m: &Measured) -> String {
+    let report = &s.report;
+    let mut md = String::new();
+    md.push_str(&format!("### {}\n\n", s.name));
+    md.push_str(&format!("`{}`\n\n", s.command));
+    match &s.git_revision {
+        Revision::Known { commit, dirty } => md.push_str(&format!(
+            "revision `{commit}`{}\n\n",
+            if *dirty {
+                " (with uncommitted changes)"
+            } else {
+                ""
+            }
+        )),
+        Revision::Unknown => md.push_str("revision unknown\n\n"),
+    }
+    md.push_str("| setting / measure | value |\n|---|---|\n");
+    md.push_str(&format!(
+        "| load | {} expiring over {:.0} s ({:.0}/s), {} backlog, {} must-survive |\n",
+        s.items, s.spread_s, s.steady_rate_per_s, s.backlog, report.counts.survive
+    ));
+    md.push_str(&format!(
+        "| daemon | poll {} ms, {} shards, delete mode {} |\n",
+        s.poll_interval_ms, s.shards, s.delete_mode
+    ));
+    if let Some(r) = &m.raw {
+        let sweeper_rate = report.throughput.per_s.unwrap_or(0.0);
+        md.push_str(&format!(
+            "| raw rate (this run) | DeleteItem {:.0}/s, PartiQL batch {:.0}/s |\n| sweeper throughput | {:.0}/s = {:.2} × raw DeleteItem |\n",
+            r.single_per_s,
+            r.batch_per_s,
+            sweeper_rate,
+            sweeper_rate / r.single_per_s.max(1.0)
+        ));
+        if let (Some(ms), true) = (report.backlog.time_to_clear_ms, s.backlog > 0) {
+            let rate = s.backlog as f64 / (ms as f64 / 1000.0).max(0.001);
+            md.push_str(&format!(
+                "| catch-up | {} items in {:.1} s = {:.0}/s = {:.2} × raw DeleteItem |\n",
+                s.backlog,
+                ms as f64 / 1000.0,
+                rate,
+                rate / r.single_per_s.max(1.0)
+            ));
+        }
+    }
+    md.push_str(&format!(
+        "| sweeper process | {:.1} CPU s, peak RSS {:.1} MB, stopped {} ms after SIGTERM |\n",
+        s.sweeper_cpu_seconds, s.sweeper_peak_rss_mb, s.sweeper_shutdown_ms
+    ));
+    if let Some(c) = &s.capacity_units_per_deleted_item {
+        md.push_str(&format!(
+            "| capacity per deleted item | {:.3} (query {:.3} + delete {:.3}), as DynamoDB Local reports it |\n",
+            c.total, c.query, c.delete
+        ));
+    }
+    md.push_str(&format!(
+        "| stream observation delay | {:.1} ms (median) |\n\n",
+        m.observer_delay_ms
+    ));
+    md.push_str(&report.to_markdown());
+    md
+}

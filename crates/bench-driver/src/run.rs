@@ -1,0 +1,187 @@
+//! One benchmark run, start to verdict.
+
+use crate::config::BenchConfig;
+use crate::daemon::{self, DaemonProcess};
+use crate::error::BenchError;
+use crate::items::ItemWriter;
+use crate::load::{create_bare, extend_ttls, put_all, scan_keys};
+use crate::observe::{Observer, calibrate};
+use crate::plan;
+use crate::progress::{Event, Progress};
+use crate::raw;
+use crate::report::{BenchRun, Measured, summarize};
+use crate::usage::UsageSampler;
+use precise_ttl_bench::Inputs;
+use precise_ttl_dynamodb::stream::enable_keys_stream;
+use precise_ttl_dynamodb::{Dynamo, SetupOptions, setup};
+use precise_ttl_engine::{Clock, SystemClock};
+use std::time::{Duration, Instant};
+
+/// Runs the scenario on a fresh table at `endpoint` (which `dynamo` talks to; the daemon child
+/// is pointed there too), and deletes the table afterwards.
+pub async fn run(
+    dynamo: &Dynamo,
+    endpoint: &str,
+    config: &BenchConfig,
+    progress: &dyn Progress,
+) -> Result<BenchRun, BenchError> {
+    let layout = &config.layout;
+    for (what, name) in [
+        ("TTL", &layout.ttl_attribute),
+        ("shard", &layout.shard_attribute),
+    ] {
+        if *name == config.key_attribute {
+            return Err(BenchError::AttributeClash {
+                what,
+                name: name.clone(),
+            });
+        }
+    }
+    let table = format!("precise-ttl-bench-{:08x}", fastrand::u32(..));
+    create_bare(dynamo, &table, &config.key_attribute).await?;
+    let result = run_on(dynamo, endpoint, &table, config, progress).await;
+    // Best effort: DynamoDB Local forgets it anyway when it stops.
+    let _ = dynamo.query.delete_table().table_name(&table).send().await;
+    result
+}
+
+async fn run_on(
+    dynamo: &Dynamo,
+    endpoint: &str,
+    table: &str,
+    config: &BenchConfig,
+    progress: &dyn Progress,
+) -> Result<BenchRun, BenchError> {
+    let layout = &config.layout;
+    let items = ItemWriter::new(&config.key_attribute, layout);
+    let clock = SystemClock;
+    enable_keys_stream(dynamo, table).await?;
+    let t = clock.now();
+    let early = plan::string_ttls(&items, t);
+    put_all(dynamo, table, early.writes, |_| {}).await?;
+    let mut planted = early.planted;
+    let options = SetupOptions {
+        native_ttl: false, // DynamoDB Local would delete too: we measure our deletes only.
+        poll_interval: Duration::from_millis(100),
+        ..SetupOptions::default()
+    };
+    setup::setup(dynamo, table, layout, &options).await?;
+
+    // On the bench table itself, so the store is warm before the measured window.
+    let raw = if config.raw_items > 0 {
+        progress.event(Event::MeasuringRaw {
+            items_per_mode: config.raw_items,
+        });
+        let rates = raw::measure(dynamo, table, layout, &items, config.raw_items).await?;
+        progress.event(Event::RawMeasured(rates));
+        Some(rates)
+    } else {
+        None
+    };
+
+    // Expirations start once loading is surely over.
+    let total = config.items + config.backlog;
+    let load_estimate = Duration::from_secs_f64(total as f64 / 2500.0 + 2.0);
+    let first = clock
+        .now()
+        .saturating_add(load_estimate + Duration::from_secs(4));
+    let main = plan::main_load(
+        &items,
+        config.items,
+        config.spread,
+        config.backlog,
+        layout.shards.get(),
+        t,
+        first,
+    );
+    planted.extend(main.planted);
+    progress.event(Event::Loading {
+        total: main.writes.len() as u64,
+    });
+    let load_started = Instant::now();
+    put_all(dynamo, table, main.writes, |n| {
+        progress.event(Event::Loaded { items: n })
+    })
+    .await?;
+    let load_seconds = load_started.elapsed().as_secs_f64();
+    progress.event(Event::LoadFinished {
+        items: planted.len() as u64,
+        seconds: load_seconds,
+        late: clock.now() > first.saturating_sub(Duration::from_secs(1)),
+    });
+
+    let observer = Observer::start(dynamo, table).await?;
+    let observer_delay_ms = calibrate(dynamo, table, &items, &observer).await?;
+    progress.event(Event::Calibrated { observer_delay_ms });
+
+    // Run the daemon until every expected deletion was seen after the last TTL plus the grace
+    // period (or the timeout), then stop it.
+    let judge_at = first
+        .saturating_add(config.spread)
+        .saturating_add(config.grace);
+    let give_up = judge_at.saturating_add(config.timeout);
+    let run_started = clock.now();
+    let mut daemon = DaemonProcess::spawn(daemon::command(config, table, endpoint))?;
+    let extender = tokio::spawn(extend_ttls(
+        dynamo.clone(),
+        table.to_string(),
+        items.clone(),
+        main.extensions,
+    ));
+    let sampler = UsageSampler::start(daemon.pid());
+    progress.event(Event::Sweeping { expected: total });
+    let watched = async {
+        loop {
+            let removed = observer.removed_count()?;
+            progress.event(Event::Removed { removed });
+            let now = clock.now();
+            if now >= judge_at && (removed >= total || now >= give_up) {
+                return Ok(());
+            }
+            daemon.check_running()?;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let watched: Result<(), BenchError> = watched.await;
+    if let Err(e) = watched {
+        let _ = daemon.terminate().await;
+        extender.abort();
+        return Err(e);
+    }
+    // Scrape while the daemon still runs: its counters die with it.
+    let capacity = daemon::scrape_capacity(daemon.metrics_url.as_deref()).await;
+    let (status, shutdown) = daemon.terminate().await?;
+    let run_ended = clock.now();
+    let usage = sampler.stop();
+    progress.event(Event::SweepFinished);
+    extender.await??;
+    // The last REMOVE records are still on their way to the stream.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let removals = observer.stop().await?;
+    if !status.success() {
+        return Err(BenchError::DaemonFailed(status));
+    }
+
+    let present_at_end = scan_keys(dynamo, table, &config.key_attribute).await?;
+    let inputs = Inputs {
+        planted,
+        removals,
+        present_at_end,
+        run_started_ms: run_started.as_millis(),
+        run_ended_ms: run_ended.as_millis(),
+        observer_error_ms: Some(observer_delay_ms),
+    };
+    let measured = Measured {
+        load_seconds,
+        raw,
+        usage,
+        shutdown_ms: shutdown.as_millis() as u64,
+        capacity,
+        observer_delay_ms,
+    };
+    Ok(summarize(
+        config,
+        precise_ttl_bench::analyze(&inputs),
+        &measured,
+    ))
+}
