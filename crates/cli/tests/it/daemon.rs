@@ -323,3 +323,30 @@ fn bench_with_other_attribute_names_deletes_everything() {
     assert!(json["git_revision"].is_object() || json["git_revision"] == "unknown");
     std::fs::remove_dir_all(&out).ok();
 }
+
+#[test]
+fn demo_runs_from_an_empty_folder_and_leaves_it_empty() {
+    let dir = std::env::temp_dir().join(format!("precise-ttl-demo-{}", fastrand::u64(..)));
+    std::fs::create_dir_all(&dir).unwrap();
+    let install = precise_ttl_dynamodb::local::install_dir().unwrap();
+    precise_ttl()
+        .env_remove("PRECISE_TTL_ENDPOINT_URL")
+        .env(precise_ttl_dynamodb::local::DIR_ENV, &install)
+        .current_dir(&dir)
+        .args([
+            "demo",
+            "--items",
+            "20",
+            "--spread",
+            "1s",
+            "--interval",
+            "200ms",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("deleted 20 of 20 expired items"));
+    // DynamoDB Local's metadata file goes to the install folder, not where the user stands.
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+    std::fs::remove_dir_all(&dir).ok();
+}
