@@ -1,10 +1,10 @@
 //! Pure analysis of a precise-ttl benchmark run.
 //!
-//! The benchmark driver (elsewhere) plants items with known TTLs, runs the sweeper, watches the
-//! table's DynamoDB Stream for REMOVE records and scans the table at the end. This crate owns what
-//! happens after: it turns that event log ([`Inputs`]) into a [`Report`] — deletion lag percentiles,
-//! wrong deletions, items left behind, throughput, backlog catch-up — and renders it as Markdown,
-//! JSON or an SVG plot. Nothing here reads a clock or the network; the only I/O is
+//! The benchmark driver (`precise-ttl-bench-driver`) plants items with known TTLs, runs the
+//! sweeper, watches the table's DynamoDB Stream for REMOVE records and scans the table at the end.
+//! This crate owns what happens after: it turns that event log ([`Inputs`]) into a [`Report`] —
+//! deletion lag percentiles, wrong deletions, items left behind, throughput, backlog catch-up — and
+//! renders it as Markdown, JSON or an SVG plot. Nothing here reads a clock or the network; the only I/O is
 //! [`write_plot`], which writes the file it is asked to.
 
 pub mod analyze;
