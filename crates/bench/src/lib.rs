@@ -4,8 +4,8 @@
 //! sweeper, watches the table's DynamoDB Stream for REMOVE records and scans the table at the end.
 //! This crate owns what happens after: it turns that event log ([`Inputs`]) into a [`Report`] —
 //! deletion lag percentiles, wrong deletions, items left behind, throughput, backlog catch-up — and
-//! renders it as Markdown, JSON or an SVG plot. Nothing here reads a clock or the network; the only I/O is
-//! [`write_plot`], which writes the file it is asked to.
+//! renders it as Markdown, JSON or an SVG plot. Nothing here reads a clock or the network; the
+//! only I/O is [`write_plot`], which writes the file it is asked to.
 
 pub mod analyze;
 pub mod input;
