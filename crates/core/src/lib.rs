@@ -6,6 +6,7 @@
 
 pub mod backoff;
 pub mod diagnose;
+pub mod due_rule;
 pub mod duration;
 pub mod error;
 pub mod expiry;

@@ -10,6 +10,7 @@
 //! Like the rest of this crate, nothing here knows AWS types or reads a clock: the adapter turns
 //! [`FilterValue`]s into AttributeValues, and `now` is the reader's own clock reading.
 
+use crate::due_rule;
 use crate::expiry::{TtlValue, Verdict};
 use crate::plan::DueWindow;
 use crate::time::Timestamp;
@@ -53,8 +54,13 @@ impl ReadFilter {
         let window = DueWindow::at(now);
         ReadFilter {
             expression: format!(
-                "NOT (attribute_type({ATTRIBUTE}, {NUMBER_TYPE}) \
-                 AND {ATTRIBUTE} BETWEEN {OLDEST} AND {NOW})"
+                "NOT ({})",
+                due_rule::render(due_rule::Tokens {
+                    attribute: ATTRIBUTE,
+                    number_type: NUMBER_TYPE,
+                    oldest: OLDEST,
+                    now: NOW,
+                })
             ),
             names: vec![(ATTRIBUTE.to_string(), ttl_attribute.to_string())],
             values: vec![

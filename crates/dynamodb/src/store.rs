@@ -8,6 +8,7 @@ use crate::table::TableShape;
 use aws_sdk_dynamodb::types::{
     AttributeValue, BatchStatementErrorCodeEnum, BatchStatementRequest, ReturnConsumedCapacity,
 };
+use precise_ttl_core::due_rule::{self, CONDITION_TOKENS};
 use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Shard, TtlLayout};
 use precise_ttl_engine::{DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError};
 use std::collections::HashMap;
@@ -17,7 +18,6 @@ use std::sync::Arc;
 const KEY_CONDITION: &str = "#shard = :shard AND #ttl BETWEEN :oldest AND :now";
 // BETWEEN on Number operands is false for a String or missing attribute; `attribute_type` says
 // the rule out loud rather than leaning on that.
-const DELETE_CONDITION: &str = "attribute_type(#ttl, :number) AND #ttl BETWEEN :oldest AND :now";
 
 /// How deletes are sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -123,19 +123,20 @@ impl DynamoStore {
     }
 
     fn names(&self) -> HashMap<String, String> {
-        HashMap::from([("#ttl".to_string(), self.layout.ttl_attribute.clone())])
+        HashMap::from([(
+            CONDITION_TOKENS.attribute.to_string(),
+            self.layout.ttl_attribute.clone(),
+        )])
     }
 }
 
-/// `DELETE FROM "t" WHERE "pk" = ? [AND "sk" = ?] AND attribute_type("ttl", 'N') AND "ttl" BETWEEN ? AND ?`
+/// `DELETE FROM "t" WHERE "pk" = ? [AND "sk" = ?] AND <the expiry rule>`
 fn partiql_delete(table: &str, key_names: &[String], ttl: &str) -> String {
-    let quote = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
-    let mut sql = format!("DELETE FROM {} WHERE ", quote(table));
+    let mut sql = format!("DELETE FROM {} WHERE ", due_rule::partiql_identifier(table));
     for name in key_names {
-        sql.push_str(&format!("{} = ? AND ", quote(name)));
+        sql.push_str(&format!("{} = ? AND ", due_rule::partiql_identifier(name)));
     }
-    let t = quote(ttl);
-    sql.push_str(&format!("attribute_type({t}, 'N') AND {t} BETWEEN ? AND ?"));
+    sql.push_str(&due_rule::partiql_condition(ttl));
     sql
 }
 
@@ -259,11 +260,20 @@ impl ExpiryStore for DynamoStore {
             .delete_item()
             .table_name(&self.table)
             .set_key(Some(key.to_map()))
-            .condition_expression(DELETE_CONDITION)
+            .condition_expression(due_rule::condition_expression())
             .set_expression_attribute_names(Some(self.names()))
-            .expression_attribute_values(":number", AttributeValue::S("N".into()))
-            .expression_attribute_values(":oldest", number(window.oldest.to_epoch_seconds_text()))
-            .expression_attribute_values(":now", number(window.until.to_epoch_seconds_text()))
+            .expression_attribute_values(
+                CONDITION_TOKENS.number_type,
+                AttributeValue::S("N".into()),
+            )
+            .expression_attribute_values(
+                CONDITION_TOKENS.oldest,
+                number(window.oldest.to_epoch_seconds_text()),
+            )
+            .expression_attribute_values(
+                CONDITION_TOKENS.now,
+                number(window.until.to_epoch_seconds_text()),
+            )
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await;

@@ -183,3 +183,90 @@ async fn query_keeps_the_callers_key_condition_filter_and_placeholders() {
     assert_eq!(out.items().len(), live.len() * KINDS.len());
     assert!(out.items().iter().all(|i| !is_expired(i, "ttl", read_at)));
 }
+
+/// The expiry rule is written once (`core::due_rule`) and rendered three ways; DynamoDB itself
+/// must then agree: the conditional `DeleteItem`, the PartiQL `DELETE` and the read filter pick
+/// out the same items of every TTL shape.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_delete_condition_the_partiql_delete_and_the_read_filter_agree() {
+    use precise_ttl_dynamodb::{DeleteMode, DynamoStore, ItemKey};
+    use precise_ttl_engine::{DeleteOutcome, ExpiryStore};
+
+    let mut deleted_by = Vec::new();
+    for mode in [DeleteMode::Single, DeleteMode::Batch] {
+        let table = crate::support::table_with_index().await;
+        // With the index in place DynamoDB refuses a String where the index has a Number key, so
+        // that shape cannot exist on a swept table (the test above covers it for readers).
+        let (mut shapes, mut live) = ttl_shapes(now());
+        shapes.retain(|(pk, _)| *pk != "live-string-ttl");
+        live.remove("live-string-ttl");
+        table
+            .put_many(
+                shapes
+                    .iter()
+                    .map(|(pk, ttl)| match ttl {
+                        Some(ttl) => item(pk, &[("ttl", ttl.clone())]),
+                        None => item(pk, &[("body", s("x"))]),
+                    })
+                    .collect(),
+            )
+            .await;
+        let at = now();
+
+        let scan = table
+            .dynamo
+            .query
+            .scan()
+            .table_name(&table.name)
+            .consistent_read(true);
+        let visible = names_of(
+            hide_expired_scan(scan, "ttl", at)
+                .send()
+                .await
+                .expect("scan")
+                .items(),
+            "pk",
+        );
+        assert_eq!(visible, live);
+
+        let store = DynamoStore::open(
+            table.dynamo.clone(),
+            &table.name,
+            crate::support::layout(16),
+        )
+        .await
+        .expect("store")
+        .with_delete_mode(mode);
+        let keys: Vec<ItemKey> = shapes
+            .iter()
+            .map(|(pk, _)| ItemKey::new(vec![("pk".to_string(), s(pk))]))
+            .collect();
+        let window = precise_ttl_core::DueWindow::at(at);
+        let outcomes = if mode == DeleteMode::Batch {
+            store.delete_many_if_due(&keys, window).await
+        } else {
+            let mut out = Vec::new();
+            for key in &keys {
+                out.push(store.delete_if_due(key, window).await);
+            }
+            out
+        };
+        let deleted: BTreeSet<String> = shapes
+            .iter()
+            .zip(outcomes)
+            .filter(|(_, o)| matches!(o, Ok(DeleteOutcome::Deleted)))
+            .map(|((pk, _), _)| pk.to_string())
+            .collect();
+        let all: BTreeSet<String> = shapes.iter().map(|(pk, _)| pk.to_string()).collect();
+        let hidden: BTreeSet<String> = all.difference(&visible).cloned().collect();
+        assert_eq!(
+            deleted, hidden,
+            "{mode:?} deletes exactly what readers hide"
+        );
+        for pk in &live {
+            assert!(table.get(pk).await.is_some(), "{pk} survives {mode:?}");
+        }
+        deleted_by.push(deleted);
+    }
+    assert_eq!(deleted_by[0], deleted_by[1]);
+}
