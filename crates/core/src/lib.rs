@@ -16,6 +16,7 @@ pub mod rate;
 pub mod read_filter;
 pub mod shard;
 pub mod time;
+pub mod watermark;
 pub mod window;
 
 pub use backoff::Backoff;

@@ -3,11 +3,16 @@
 //! The engine knows nothing about AWS: it asks an [`ExpiryStore`] for the due items of a shard
 //! and asks it to delete each one on the condition that it is still due. Everything that decides
 //! *what* is due lives in `precise-ttl-core`; everything that talks to DynamoDB lives in the
-//! adapter crate. [`memory::MemoryStore`] is a reference implementation used by tests.
+//! adapter crate. With the `test-util` feature,
+//! `memory::MemoryStore` (a reference implementation) and `faulty::FaultyStore` (fault injection)
+//! serve the tests of this crate and of the crates built on it.
 
 pub mod clock;
+mod counters;
 pub mod daemon;
+#[cfg(feature = "test-util")]
 pub mod faulty;
+#[cfg(feature = "test-util")]
 pub mod memory;
 pub mod metrics;
 pub mod observe;

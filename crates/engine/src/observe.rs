@@ -3,7 +3,8 @@
 use precise_ttl_core::{Expiry, Shard, Timestamp};
 
 pub trait Observer<K>: Send + Sync + 'static {
-    /// An item was deleted at `at` (the instant the delete was sent).
+    /// An item was deleted; `at` is when the store acknowledged the delete (so `at` − expiry is
+    /// the lag a reader could have seen the item for).
     fn deleted(&self, _key: &K, _expiry: Expiry, _at: Timestamp) {}
     /// A conditional delete found the item changed or gone.
     fn skipped(&self, _key: &K, _expiry: Expiry) {}

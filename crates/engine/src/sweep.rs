@@ -5,11 +5,12 @@
 //! cannot starve the others of more than its share of permits.
 
 use crate::clock::Clock;
+use crate::counters::Counters;
 use crate::observe::{NoopObserver, Observer};
 use crate::retry::with_backoff;
 use crate::store::{DeleteOutcome, DueItem, ExpiryStore, StoreError};
 use precise_ttl_core::{Backoff, DueWindow, ErrorClass, Shard, ShardCount, SweepPlan, Timestamp};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use thiserror::Error;
 use tokio::sync::Semaphore;
@@ -90,19 +91,16 @@ impl<S: ExpiryStore, C: Clock> std::fmt::Debug for Sweeper<S, C> {
     }
 }
 
+/// A pass's tallies, and what stops it.
 #[derive(Default)]
-struct Counters {
-    deleted: AtomicU64,
-    skipped: AtomicU64,
-    errors: AtomicU64,
-    throttled: AtomicU64,
-    pages: AtomicU64,
+struct PassState {
+    counts: Counters,
     max_lag_ms: Mutex<Option<i64>>,
     stop: AtomicBool,
     fatal: Mutex<Option<StoreError>>,
 }
 
-impl Counters {
+impl PassState {
     fn fail(&self, e: StoreError) {
         self.stop.store(true, Ordering::SeqCst);
         let mut slot = self.fatal.lock().unwrap_or_else(|p| p.into_inner());
@@ -200,7 +198,7 @@ impl<S: ExpiryStore, C: Clock> Sweeper<S, C> {
         window: DueWindow,
         shards_to_sweep: &[Shard],
     ) -> Result<SweepReport, SweepError> {
-        let counters = Arc::new(Counters::default());
+        let counters = Arc::new(PassState::default());
         let delete_permits = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
         let shard_permits = Arc::new(Semaphore::new(self.config.shard_parallelism.max(1)));
         let mut shards = JoinSet::new();
@@ -235,13 +233,14 @@ impl<S: ExpiryStore, C: Clock> Sweeper<S, C> {
         {
             return Err(SweepError::Fatal(e));
         }
+        let tally = counters.counts.tally();
         Ok(SweepReport {
             now: window.until,
-            deleted: counters.deleted.load(Ordering::Relaxed),
-            skipped: counters.skipped.load(Ordering::Relaxed),
-            errors: counters.errors.load(Ordering::Relaxed),
-            throttled: counters.throttled.load(Ordering::Relaxed),
-            pages: counters.pages.load(Ordering::Relaxed),
+            deleted: tally.deleted,
+            skipped: tally.skipped,
+            errors: tally.errors,
+            throttled: tally.throttled,
+            pages: tally.queries,
             max_lag_ms: *counters
                 .max_lag_ms
                 .lock()
@@ -255,7 +254,7 @@ struct ShardPass<S: ExpiryStore, C: Clock> {
     store: Arc<S>,
     clock: Arc<C>,
     observer: Arc<dyn Observer<S::Key>>,
-    counters: Arc<Counters>,
+    counters: Arc<PassState>,
     delete_permits: Arc<Semaphore>,
     config: SweepConfig,
     shard: Shard,
@@ -291,7 +290,7 @@ impl<S: ExpiryStore, C: Clock> ShardPass<S, C> {
                     break;
                 }
             };
-            self.counters.pages.fetch_add(1, Ordering::Relaxed);
+            self.counters.counts.query("sweep");
             self.observer.page(self.shard, page.items.len());
             for item in page.items {
                 if self.counters.stopped() {
@@ -330,7 +329,7 @@ impl<S: ExpiryStore, C: Clock> ShardPass<S, C> {
     }
 
     fn note_throttle(&self) {
-        self.counters.throttled.fetch_add(1, Ordering::Relaxed);
+        self.counters.counts.throttled();
         self.observer.throttled();
     }
 }
@@ -339,31 +338,31 @@ struct DeleteTask<S: ExpiryStore, C: Clock> {
     store: Arc<S>,
     clock: Arc<C>,
     observer: Arc<dyn Observer<S::Key>>,
-    counters: Arc<Counters>,
+    counters: Arc<PassState>,
     backoff: Backoff,
 }
 
 impl<S: ExpiryStore, C: Clock> DeleteTask<S, C> {
     async fn run(self, item: DueItem<S::Key>) {
-        let mut sent_at = self.clock.now();
         let result = with_backoff(
             &self.backoff,
             || {
-                self.counters.throttled.fetch_add(1, Ordering::Relaxed);
+                self.counters.counts.throttled();
                 self.observer.throttled();
             },
             || {
                 // The window is taken afresh for every attempt: an item is due when the delete
                 // reaches the store, not when the index was read.
-                sent_at = self.clock.now();
-                self.store.delete_if_due(&item.key, DueWindow::at(sent_at))
+                self.store
+                    .delete_if_due(&item.key, DueWindow::at(self.clock.now()))
             },
         )
         .await;
         match result {
             Ok(DeleteOutcome::Deleted) => {
-                self.counters.deleted.fetch_add(1, Ordering::Relaxed);
-                let lag = sent_at.millis_since(item.expiry.at());
+                self.counters.counts.deleted();
+                let acked = self.clock.now();
+                let lag = acked.millis_since(item.expiry.at());
                 let mut max = self
                     .counters
                     .max_lag_ms
@@ -371,16 +370,16 @@ impl<S: ExpiryStore, C: Clock> DeleteTask<S, C> {
                     .unwrap_or_else(|p| p.into_inner());
                 *max = Some(max.map_or(lag, |m| m.max(lag)));
                 drop(max);
-                self.observer.deleted(&item.key, item.expiry, sent_at);
+                self.observer.deleted(&item.key, item.expiry, acked);
             }
             Ok(DeleteOutcome::NotDue) => {
-                self.counters.skipped.fetch_add(1, Ordering::Relaxed);
+                self.counters.counts.skipped();
                 self.observer.skipped(&item.key, item.expiry);
             }
             Err(e) if e.class == ErrorClass::Fatal => self.counters.fail(e),
             Err(e) => {
                 tracing::warn!(key = ?item.key, error = %e, "delete failed after retries; the item stays due");
-                self.counters.errors.fetch_add(1, Ordering::Relaxed);
+                self.counters.counts.error();
             }
         }
     }

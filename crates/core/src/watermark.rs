@@ -1,0 +1,195 @@
+//! The watermark's bookkeeping: which time ranges each shard has read completely, which items
+//! are pending, and from those the instant T such that every due item with TTL <= T is known
+//! resolved.
+//!
+//! Pure: the daemon passes its own clock readings in. `I` is the daemon's monotonic instant (it
+//! orders a read against the resolution of a key); the tests use integers.
+
+use crate::{Expiry, Shard, Timestamp};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// What each shard has read completely, for the watermark.
+#[derive(Debug, Clone, Default)]
+pub struct Coverage {
+    /// Everything with TTL ≤ this was read by a completed backlog pass and is resolved or pending.
+    pub backlog_bound: Option<Timestamp>,
+    /// Head reads have covered `[head_from, head_to]` without a gap.
+    pub head_from: Option<Timestamp>,
+    pub head_to: Option<Timestamp>,
+    /// Bumped by every failed delete; a backlog pass that saw a bump cannot vouch for its range.
+    pub error_generation: u64,
+}
+
+impl Coverage {
+    pub fn head_read(&mut self, from: Timestamp, to: Timestamp) {
+        match self.head_to {
+            Some(prev) if from <= prev => self.head_to = Some(to.max(prev)),
+            _ => {
+                self.head_from = Some(from);
+                self.head_to = Some(to);
+            }
+        }
+    }
+
+    pub fn covered(&self) -> Option<Timestamp> {
+        let bound = self.backlog_bound?;
+        Some(match (self.head_from, self.head_to) {
+            (Some(from), Some(to)) if from <= bound => bound.max(to),
+            _ => bound,
+        })
+    }
+
+    pub fn failed(&mut self, expiry: Expiry) {
+        self.error_generation += 1;
+        let below = Timestamp::from_millis(expiry.at().as_millis().saturating_sub(1));
+        self.backlog_bound = self.backlog_bound.map(|b| b.min(below));
+        // The failed item sits inside head-covered time: that range is no longer gap-free.
+        self.head_from = None;
+        self.head_to = None;
+    }
+}
+
+/// Items read and not yet resolved: for de-duplication between readers and for the watermark.
+#[derive(Debug)]
+pub struct Pending<K, I> {
+    keys: HashMap<K, (Shard, Expiry)>,
+    /// Keys resolved recently, with when, oldest first in `resolved_order`.
+    resolved: HashMap<K, I>,
+    resolved_order: VecDeque<(I, K)>,
+    /// Per shard, a multiset of pending expiries.
+    expiries: Vec<BTreeMap<Expiry, usize>>,
+    pub coverage: Vec<Coverage>,
+}
+
+impl<K: Eq + std::hash::Hash + Clone, I: Ord + Copy> Pending<K, I> {
+    pub fn new(shards: usize) -> Self {
+        Pending {
+            keys: HashMap::new(),
+            resolved: HashMap::new(),
+            resolved_order: VecDeque::new(),
+            expiries: vec![BTreeMap::new(); shards],
+            coverage: vec![Coverage::default(); shards],
+        }
+    }
+
+    /// Records an item, from a read sent at `read_at`, as pending; false if it already was, or
+    /// was resolved after that read was sent.
+    pub fn admit(&mut self, shard: Shard, key: &K, expiry: Expiry, read_at: I) -> bool {
+        if self.keys.contains_key(key) || self.resolved.get(key).is_some_and(|t| *t >= read_at) {
+            return false;
+        }
+        self.keys.insert(key.clone(), (shard, expiry));
+        *self.expiries[shard.0 as usize].entry(expiry).or_default() += 1;
+        true
+    }
+
+    pub fn resolve(&mut self, key: &K, at: I) {
+        self.resolved.insert(key.clone(), at);
+        self.resolved_order.push_back((at, key.clone()));
+        if let Some((shard, expiry)) = self.keys.remove(key) {
+            let map = &mut self.expiries[shard.0 as usize];
+            if let Some(n) = map.get_mut(&expiry) {
+                *n -= 1;
+                if *n == 0 {
+                    map.remove(&expiry);
+                }
+            }
+        }
+    }
+
+    pub fn forget_resolved_before(&mut self, before: I) {
+        while let Some((at, _)) = self.resolved_order.front() {
+            if *at >= before {
+                break;
+            }
+            let (at, key) = self.resolved_order.pop_front().expect("front exists");
+            if self.resolved.get(&key) == Some(&at) {
+                self.resolved.remove(&key);
+            }
+        }
+    }
+
+    pub fn watermark(&self, shard: usize, now: Timestamp) -> Option<Timestamp> {
+        let covered = self.coverage[shard].covered()?.min(now);
+        let pending_min = self.expiries[shard].keys().next().map(|e| e.at());
+        Some(match pending_min {
+            Some(p) if p <= covered => Timestamp::from_millis(p.as_millis().saturating_sub(1)),
+            _ => covered,
+        })
+    }
+
+    pub fn due_count(&self, now: Timestamp) -> (u64, u64) {
+        let mut due = 0;
+        let mut later = 0;
+        for map in &self.expiries {
+            for (e, n) in map {
+                if e.at() <= now {
+                    due += *n as u64;
+                } else {
+                    later += *n as u64;
+                }
+            }
+        }
+        (due, later)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Shard;
+
+    #[test]
+    fn coverage_joins_backlog_and_contiguous_head_reads() {
+        let t = |s| Timestamp::from_secs(s);
+        let mut c = Coverage::default();
+        assert_eq!(c.covered(), None);
+        c.head_read(t(98), t(100));
+        assert_eq!(
+            c.covered(),
+            None,
+            "nothing older is known until a backlog pass completes"
+        );
+        c.backlog_bound = Some(t(99));
+        assert_eq!(c.covered(), Some(t(100)));
+        c.head_read(t(99), t(101));
+        assert_eq!(c.covered(), Some(t(101)));
+        c.head_read(t(105), t(107)); // a gap: 101..105 was never read
+        assert_eq!(c.covered(), Some(t(99)));
+        c.failed(Expiry::at_instant(t(50)));
+        assert_eq!(c.covered(), Some(Timestamp::from_millis(49_999)));
+    }
+
+    #[test]
+    fn watermark_stops_below_the_oldest_pending_item() {
+        let mut p: Pending<&str, u64> = Pending::new(1);
+        let t = |s| Timestamp::from_secs(s);
+        p.coverage[0].backlog_bound = Some(t(100));
+        let expiry = Expiry::at_instant(t(90));
+        let read = 10;
+        assert!(p.admit(Shard(0), &"a", expiry, read));
+        assert!(!p.admit(Shard(0), &"a", expiry, read), "already pending");
+        assert_eq!(p.watermark(0, t(200)), Some(Timestamp::from_millis(89_999)));
+        assert_eq!(p.due_count(t(200)), (1, 0));
+        let resolved = 11;
+        p.resolve(&"a", resolved);
+        assert_eq!(p.watermark(0, t(200)), Some(t(100)));
+        assert!(
+            !p.admit(Shard(0), &"a", expiry, read),
+            "a read sent before the delete may still list it"
+        );
+        let later = 12;
+        assert!(
+            p.admit(Shard(0), &"a", expiry, later),
+            "a read sent after it means the item came back"
+        );
+        p.resolve(&"a", later);
+        p.forget_resolved_before(later + 1);
+        assert!(p.resolved.is_empty() && p.resolved_order.is_empty());
+        assert_eq!(
+            p.watermark(0, t(50)),
+            Some(t(50)),
+            "never ahead of the clock"
+        );
+    }
+}

@@ -1,0 +1,92 @@
+//! The daemon's settings, the report of a finished run, and how a run fails.
+
+use crate::store::StoreError;
+use precise_ttl_core::{Backoff, ShardCount, Timestamp};
+use std::time::Duration;
+use thiserror::Error;
+
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    pub shards: ShardCount,
+    /// How often each shard's index is read.
+    pub poll_interval: Duration,
+    /// How far ahead a read looks, so items are deleted at their expiry, not at the next read.
+    pub horizon: Duration,
+    /// How far back the head read reaches; at least one poll interval.
+    pub lookback: Duration,
+    /// Keys per index query.
+    pub page_size: u32,
+    pub min_concurrency: usize,
+    pub initial_concurrency: usize,
+    pub max_concurrency: usize,
+    /// Hard cap on items deleted per second, for users who budget write capacity.
+    pub max_deletes_per_second: Option<f64>,
+    /// Items per delete request when several are ready (capped by the store's batch size).
+    pub max_batch: usize,
+    /// With batching, how long the first due item may wait for others to share its request.
+    /// A few milliseconds turn a steady stream of expiries into batches, which costs the store
+    /// fewer requests; zero sends each item the moment it is due.
+    pub batch_linger: Duration,
+    /// Read-ahead items held in memory at most.
+    pub max_scheduled: usize,
+    /// Backlog items buffered between readers and dispatcher.
+    pub backlog_buffer: usize,
+    /// Backlog items in delete requests in flight at most. The store works through requests
+    /// in order, so every backlog item queued ahead delays an item expiring now; two batches'
+    /// worth keep a serialized store busy.
+    pub max_backlog_in_flight: usize,
+    /// How long the backlog reader waits after a pass that found nothing. It catches what the
+    /// head reads cannot: items written with an expiry already past the lookback, deletes that
+    /// failed, index entries that arrived late.
+    pub backlog_idle_interval: Duration,
+    pub backoff: Backoff,
+    /// On shutdown, how long in-flight deletes may take to finish.
+    pub drain_timeout: Duration,
+    /// How often to look for due items on shard values outside `0..shards` (left by writers
+    /// with a larger shard count) and sweep them; `None`: never. These few items bypass the
+    /// dispatcher and its rate cap: a stray is a mistake to fix, not a load to budget.
+    pub stray_check_interval: Option<Duration>,
+}
+
+impl DaemonConfig {
+    pub fn new(shards: ShardCount) -> Self {
+        DaemonConfig {
+            shards,
+            poll_interval: Duration::from_secs(1),
+            horizon: Duration::from_secs(5),
+            lookback: Duration::from_secs(2),
+            page_size: 500,
+            min_concurrency: 2,
+            initial_concurrency: 32,
+            max_concurrency: 128,
+            max_deletes_per_second: None,
+            max_batch: 25,
+            batch_linger: Duration::from_millis(5),
+            max_scheduled: 100_000,
+            backlog_buffer: 2_000,
+            max_backlog_in_flight: 50,
+            backlog_idle_interval: Duration::from_secs(5),
+            backoff: Backoff::default(),
+            drain_timeout: Duration::from_secs(5),
+            stray_check_interval: Some(Duration::from_secs(300)),
+        }
+    }
+}
+
+/// What a run did, when it ends.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DaemonReport {
+    pub deleted: u64,
+    pub skipped: u64,
+    pub errors: u64,
+    pub throttled: u64,
+    pub queries: u64,
+    /// Every due item with TTL ≤ this is known deleted (`None`: no complete read yet).
+    pub watermark: Option<Timestamp>,
+}
+
+#[derive(Debug, Error)]
+pub enum DaemonError {
+    #[error("stopped: {0}")]
+    Fatal(#[source] StoreError),
+}

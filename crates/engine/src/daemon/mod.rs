@@ -1,0 +1,287 @@
+//! The long-running sweeper: deletes each item at its expiry instant, catches up any backlog,
+//! and keeps a watermark of what is known deleted.
+//!
+//! Per shard, two readers feed one dispatcher:
+//! - the **head reader** polls the index every `poll_interval` for items expiring in
+//!   `[now − lookback, now + horizon]`. Items not yet due wait in a timer heap and are deleted at
+//!   their exact expiry instant; `lookback ≥ poll_interval` means an item written after one read
+//!   with an expiry before the next is caught by the next.
+//! - the **backlog reader** pages through everything older (`[now − 5 years, now − lookback]`),
+//!   oldest first, into a bounded queue: downtime, bursts, failed deletes and late index entries
+//!   are caught up at full speed with memory bounded whatever the backlog size.
+//!
+//! The dispatcher always serves items that are due on time before backlog items, so a backlog
+//! never starves fresh expirations, and caps requests in flight with AIMD (halved on throttling,
+//! grown back additively) and optionally a token bucket.
+//!
+//! The parts: [`config`] (settings, report, error), [`readers`] (head, backlog, stray),
+//! [`dispatch`] (the scheduling policy and the delete requests), [`status`] (watermark and
+//! health, published for `/healthz`, `/metrics` and `status`); the watermark's bookkeeping is
+//! pure and lives in `precise_ttl_core::watermark`. Monotonic time and sleeping are tokio's (so
+//! tests can pause it); wall time comes only from the injected [`Clock`].
+
+mod config;
+mod dispatch;
+mod readers;
+mod status;
+
+pub use config::{DaemonConfig, DaemonError, DaemonReport};
+pub use status::{DaemonHandle, DaemonStatus};
+
+use crate::clock::Clock;
+use crate::counters::Counters;
+use crate::observe::{NoopObserver, Observer};
+use crate::store::{DueItem, ExpiryStore, StoreError};
+use precise_ttl_core::watermark::Pending;
+use precise_ttl_core::{Aimd, DueWindow, ErrorClass, Shard};
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+pub struct Daemon<S: ExpiryStore, C: Clock> {
+    store: Arc<S>,
+    clock: Arc<C>,
+    config: DaemonConfig,
+    observer: Arc<dyn Observer<S::Key>>,
+    handle: DaemonHandle,
+}
+
+impl<S: ExpiryStore, C: Clock> std::fmt::Debug for Daemon<S, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Daemon")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// An item on its way through the daemon.
+#[derive(Debug, Clone)]
+struct Work<K> {
+    shard: Shard,
+    item: DueItem<K>,
+}
+
+/// How long a resolved key is remembered. A read that started before the key was resolved may
+/// still list it (the index had not caught up, or the delete landed while the page was in
+/// transit); admitting it again would cost a second, failing, conditional delete.
+const REMEMBER_RESOLVED: Duration = Duration::from_secs(15);
+
+/// How far beyond one poll interval the re-read of recent time reaches.
+const NEAR_MARGIN: Duration = Duration::from_millis(150);
+
+/// State shared by readers, dispatcher and delete tasks.
+struct Shared<S: ExpiryStore, C: Clock> {
+    store: Arc<S>,
+    clock: Arc<C>,
+    config: DaemonConfig,
+    observer: Arc<dyn Observer<S::Key>>,
+    pending: Mutex<Pending<S::Key, Instant>>,
+    aimd: Mutex<Aimd>,
+    counters: Counters,
+    fatal: Mutex<Option<StoreError>>,
+    stop: watch::Sender<bool>,
+    handle: DaemonHandle,
+    /// Delete requests at the store right now. A request waiting out a backoff does not count:
+    /// holding its slot while it sleeps would let a few throttled requests block everything.
+    active: std::sync::atomic::AtomicUsize,
+    /// Told whenever `active` drops, so the dispatcher can use the freed slot.
+    slot_freed: tokio::sync::Notify,
+}
+
+impl<S: ExpiryStore, C: Clock> Shared<S, C> {
+    fn release_slot(&self) {
+        self.active.fetch_sub(1, Ordering::SeqCst);
+        self.slot_freed.notify_one();
+    }
+
+    fn active(&self) -> usize {
+        self.active.load(Ordering::SeqCst)
+    }
+
+    fn fail(&self, e: StoreError) {
+        tracing::error!(error = %e, "fatal store error; stopping");
+        lock(&self.fatal).get_or_insert(e);
+        let _ = self.stop.send(true);
+    }
+
+    fn throttled(&self) {
+        self.counters.throttled();
+        self.observer.throttled();
+        lock(&self.aimd).on_throttle(self.clock.now());
+    }
+
+    /// Reads one window of a shard completely, handing each new item to `sink`.
+    /// `Ok(n)`: pages read to the end, `n` new items. `Err`: transient trouble already logged,
+    /// or a fatal error already reported.
+    async fn read_window<F, Fut>(
+        &self,
+        shard: Shard,
+        window: DueWindow,
+        reader: &'static str,
+        mut sink: F,
+    ) -> Result<usize, ()>
+    where
+        F: FnMut(Work<S::Key>) -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        let mut cursor = None;
+        let mut admitted = 0;
+        loop {
+            let read_at = Instant::now();
+            let page = crate::retry::with_backoff(
+                &self.config.backoff,
+                || self.throttled(),
+                || {
+                    self.counters.query(reader);
+                    self.store
+                        .due_page(shard, window, cursor.clone(), self.config.page_size)
+                },
+            )
+            .await;
+            let page = match page {
+                Ok(p) => p,
+                Err(e) if e.class == ErrorClass::Fatal => {
+                    self.fail(e);
+                    return Err(());
+                }
+                Err(e) => {
+                    tracing::warn!(%shard, reader, error = %e, "index read failed; trying again at the next poll");
+                    return Err(());
+                }
+            };
+            self.observer.page(shard, page.items.len());
+            for item in page.items {
+                if !lock(&self.pending).admit(shard, &item.key, item.expiry, read_at) {
+                    continue;
+                }
+                admitted += 1;
+                if !sink(Work { shard, item }).await {
+                    return Err(());
+                }
+            }
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => return Ok(admitted),
+            }
+        }
+    }
+}
+
+impl<S: ExpiryStore, C: Clock> Daemon<S, C> {
+    pub fn new(store: Arc<S>, clock: Arc<C>, config: DaemonConfig) -> Self {
+        Daemon {
+            store,
+            clock,
+            config,
+            observer: Arc::new(NoopObserver),
+            handle: DaemonHandle::default(),
+        }
+    }
+
+    pub fn with_observer(mut self, observer: Arc<dyn Observer<S::Key>>) -> Self {
+        self.observer = observer;
+        self
+    }
+
+    /// A handle that shows the daemon's status while it runs.
+    pub fn handle(&self) -> DaemonHandle {
+        self.handle.clone()
+    }
+
+    /// Runs until `shutdown` completes (a signal, a deadline) or a fatal error. On shutdown it
+    /// stops reading, lets in-flight deletes finish (up to `drain_timeout`), and reports.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<DaemonReport, DaemonError> {
+        let config = self.config.clone();
+        let shards = config.shards.get() as usize;
+        let (stop, stop_rx) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            store: self.store,
+            clock: self.clock,
+            observer: self.observer,
+            pending: Mutex::new(Pending::new(shards)),
+            aimd: Mutex::new(Aimd::new(
+                config.min_concurrency,
+                config.initial_concurrency,
+                config.max_concurrency,
+                Duration::from_millis(200),
+            )),
+            counters: Counters::default(),
+            active: std::sync::atomic::AtomicUsize::new(0),
+            slot_freed: tokio::sync::Notify::new(),
+            fatal: Mutex::new(None),
+            stop,
+            handle: self.handle,
+            config,
+        });
+        let (timely_tx, timely_rx) = mpsc::channel(1024);
+        let (backlog_tx, backlog_rx) = mpsc::channel(shared.config.backlog_buffer.max(1));
+        let mut readers = JoinSet::new();
+        for shard in shared.config.shards.all() {
+            readers.spawn(readers::head(
+                Arc::clone(&shared),
+                shard,
+                timely_tx.clone(),
+                stop_rx.clone(),
+            ));
+            readers.spawn(readers::backlog(
+                Arc::clone(&shared),
+                shard,
+                backlog_tx.clone(),
+                stop_rx.clone(),
+            ));
+        }
+        drop((timely_tx, backlog_tx));
+        readers.spawn(status::publish_every(Arc::clone(&shared), stop_rx.clone()));
+        if let Some(every) = shared.config.stray_check_interval {
+            readers.spawn(readers::strays(Arc::clone(&shared), every, stop_rx.clone()));
+        }
+
+        let dispatcher = tokio::spawn(dispatch::run(
+            Arc::clone(&shared),
+            timely_rx,
+            backlog_rx,
+            stop_rx.clone(),
+        ));
+        let mut stop_rx2 = stop_rx.clone();
+        tokio::select! {
+            _ = shutdown => tracing::info!("shutting down: finishing deletes in flight"),
+            _ = stop_rx2.wait_for(|s| *s) => {}
+        }
+        let _ = shared.stop.send(true);
+        readers.abort_all();
+        while readers.join_next().await.is_some() {}
+        match dispatcher.await {
+            Ok(()) => {}
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => {}
+        }
+        status::publish(&shared);
+        if let Some(e) = lock(&shared.fatal).take() {
+            return Err(DaemonError::Fatal(e));
+        }
+        let c = shared.counters.tally();
+        Ok(DaemonReport {
+            deleted: c.deleted,
+            skipped: c.skipped,
+            errors: c.errors,
+            throttled: c.throttled,
+            queries: c.queries,
+            watermark: shared.handle.status().watermark,
+        })
+    }
+}
+
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}

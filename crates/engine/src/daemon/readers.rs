@@ -1,0 +1,183 @@
+//! The readers that feed the dispatcher: per shard a head reader (read-ahead over the near
+//! future) and a backlog reader (everything older, oldest first), plus the periodic sweep of
+//! stray shard values.
+
+use super::{NEAR_MARGIN, Shared, Work, lock, stopped};
+use crate::clock::Clock;
+use crate::store::ExpiryStore;
+use precise_ttl_core::{DueWindow, ErrorClass, NATIVE_TTL_MAX_AGE, Shard, Timestamp};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+/// Sweeps stray shard values at start and then every `every`.
+pub(super) async fn strays<S: ExpiryStore, C: Clock>(
+    shared: Arc<Shared<S, C>>,
+    every: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut config = crate::sweep::SweepConfig::new(shared.config.shards);
+    // One probe at a time: strays are rare, and the probe must not compete with on-time deletes
+    // (about 1 000 queries, a second or two on DynamoDB Local).
+    config.concurrency = 8;
+    config.shard_parallelism = 1;
+    config.page_size = shared.config.page_size;
+    config.backoff = shared.config.backoff;
+    let sweeper =
+        crate::sweep::Sweeper::new(Arc::clone(&shared.store), Arc::clone(&shared.clock), config);
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stopped(&mut stop) => return,
+            _ = tick.tick() => {}
+        }
+        let window = DueWindow::at(shared.clock.now());
+        let strays = match sweeper.find_stray_shards(window).await {
+            Ok(s) => s,
+            Err(crate::sweep::SweepError::Fatal(e)) if e.class == ErrorClass::Fatal => {
+                // Access denied or a vanished index stops the daemon, whichever reader sees it.
+                shared.fail(e);
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "stray shard probe failed");
+                continue;
+            }
+        };
+        if strays.is_empty() {
+            continue;
+        }
+        match sweeper.sweep_shards(window, &strays).await {
+            Ok(report) => shared.counters.absorb(crate::counters::Tally {
+                deleted: report.deleted,
+                skipped: report.skipped,
+                errors: report.errors,
+                throttled: report.throttled,
+                queries: report.pages,
+            }),
+            Err(crate::sweep::SweepError::Fatal(e)) if e.class == ErrorClass::Fatal => {
+                shared.fail(e);
+                return;
+            }
+            Err(e) => tracing::warn!(error = %e, "stray shard sweep failed"),
+        }
+    }
+}
+
+pub(super) async fn head<S: ExpiryStore, C: Clock>(
+    shared: Arc<Shared<S, C>>,
+    shard: Shard,
+    timely: mpsc::Sender<Work<S::Key>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let config = &shared.config;
+    let lookback = config.lookback.max(config.poll_interval);
+    // Items written late, with an expiry before what an earlier read already covered, are found
+    // by re-reading only up to one poll (and a margin) ahead: the read that sees such an item
+    // comes at least `NEAR_MARGIN` before its expiry. Further ahead, each read fetches only the
+    // time no read has covered yet, instead of the whole horizon again.
+    let near_ahead = config.poll_interval + NEAR_MARGIN;
+    let mut far_until: Option<Timestamp> = None;
+    let mut tick = tokio::time::interval(config.poll_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stopped(&mut stop) => return,
+            _ = tick.tick() => {}
+        }
+        let now = shared.clock.now();
+        let horizon_end = now.saturating_add(config.horizon.max(near_ahead));
+        let near_end = now.saturating_add(near_ahead);
+        let from = now.saturating_sub(lookback);
+        let windows = match far_until {
+            // Contiguous: one read does it all.
+            Some(until) if until > near_end => vec![
+                DueWindow::between(from, near_end),
+                DueWindow::between(Timestamp::from_millis(until.as_millis() + 1), horizon_end),
+            ],
+            _ => vec![DueWindow::between(from, horizon_end)],
+        };
+        let mut ok = true;
+        for window in windows {
+            if window.oldest > window.until {
+                continue;
+            }
+            let read = shared
+                .read_window(shard, window, "head", |w| {
+                    let timely = timely.clone();
+                    async move { timely.send(w).await.is_ok() }
+                })
+                .await;
+            ok &= read.is_ok();
+        }
+        if ok {
+            far_until = Some(horizon_end);
+            lock(&shared.pending).coverage[shard.0 as usize].head_read(from, now);
+            lock(&shared.handle.status).last_read_ok = Some(Instant::now());
+        } else {
+            far_until = None;
+        }
+    }
+}
+
+pub(super) async fn backlog<S: ExpiryStore, C: Clock>(
+    shared: Arc<Shared<S, C>>,
+    shard: Shard,
+    backlog: mpsc::Sender<Work<S::Key>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let config = &shared.config;
+    let lookback = config.lookback.max(config.poll_interval);
+    // An empty backlog costs one query per shard and pass, and the head reads already cover the
+    // recent past; with nothing found, look again after `backlog_idle_interval`.
+    let idle = config.poll_interval.max(config.backlog_idle_interval);
+    let mut pause = Duration::ZERO;
+    let mut generation = lock(&shared.pending).coverage[shard.0 as usize].error_generation;
+    loop {
+        // Wait out the pause, but come back at the next poll if a delete of this shard failed
+        // meanwhile: its item needs this reader to find it again.
+        let waiting = Instant::now();
+        loop {
+            let step = pause
+                .saturating_sub(waiting.elapsed())
+                .min(config.poll_interval);
+            tokio::select! {
+                _ = stopped(&mut stop) => return,
+                _ = tokio::time::sleep(step) => {}
+            }
+            let failed =
+                lock(&shared.pending).coverage[shard.0 as usize].error_generation != generation;
+            if failed || waiting.elapsed() >= pause {
+                break;
+            }
+        }
+        let now = shared.clock.now();
+        let bound = now.saturating_sub(lookback);
+        let window = DueWindow::between(now.saturating_sub(NATIVE_TTL_MAX_AGE), bound);
+        generation = lock(&shared.pending).coverage[shard.0 as usize].error_generation;
+        let read = shared
+            .read_window(shard, window, "backlog", |w| {
+                let backlog = backlog.clone();
+                async move { backlog.send(w).await.is_ok() }
+            })
+            .await;
+        pause = match read {
+            Ok(found) => {
+                let mut pending = lock(&shared.pending);
+                let coverage = &mut pending.coverage[shard.0 as usize];
+                if coverage.error_generation == generation {
+                    coverage.backlog_bound =
+                        Some(coverage.backlog_bound.map_or(bound, |b| b.max(bound)));
+                }
+                if found > 0 {
+                    config.poll_interval
+                } else {
+                    idle
+                }
+            }
+            Err(()) => config.poll_interval,
+        };
+    }
+}

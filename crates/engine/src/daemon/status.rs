@@ -1,0 +1,82 @@
+//! What a running daemon shows: backlog, read-ahead, per-shard and overall watermark, and when
+//! an index read last succeeded (for `/healthz`); published to metrics and to a shared handle.
+
+use super::{REMEMBER_RESOLVED, Shared, lock, stopped};
+use crate::clock::Clock;
+use crate::metrics as m;
+use crate::store::ExpiryStore;
+use precise_ttl_core::Timestamp;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// A point-in-time view of the daemon, for health checks and `status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DaemonStatus {
+    pub backlog: u64,
+    pub scheduled: u64,
+    pub watermark: Option<Timestamp>,
+    pub shard_watermarks: Vec<Option<Timestamp>>,
+    /// When a head read last succeeded (monotonic), for `/healthz`.
+    pub last_read_ok: Option<Instant>,
+}
+
+/// Shared view of a running daemon.
+#[derive(Debug, Clone, Default)]
+pub struct DaemonHandle {
+    pub(super) status: Arc<Mutex<DaemonStatus>>,
+}
+
+impl DaemonHandle {
+    pub fn status(&self) -> DaemonStatus {
+        lock(&self.status).clone()
+    }
+}
+
+pub(super) fn publish<S: ExpiryStore, C: Clock>(shared: &Shared<S, C>) {
+    let now = shared.clock.now();
+    let mut pending = lock(&shared.pending);
+    if let Some(before) = Instant::now().checked_sub(REMEMBER_RESOLVED) {
+        pending.forget_resolved_before(before);
+    }
+    let shard_watermarks: Vec<Option<Timestamp>> = (0..pending.coverage.len())
+        .map(|s| pending.watermark(s, now))
+        .collect();
+    let (backlog, scheduled) = pending.due_count(now);
+    drop(pending);
+    let overall = if shard_watermarks.iter().all(Option::is_some) {
+        shard_watermarks.iter().flatten().min().copied()
+    } else {
+        None
+    };
+    metrics::gauge!(m::BACKLOG).set(backlog as f64);
+    metrics::gauge!(m::SCHEDULED).set(scheduled as f64);
+    for (s, w) in shard_watermarks.iter().enumerate() {
+        if let Some(w) = w {
+            metrics::gauge!(m::WATERMARK, "shard" => s.to_string()).set(w.as_secs_f64());
+        }
+    }
+    if let Some(w) = overall {
+        metrics::gauge!(m::WATERMARK, "shard" => "all").set(w.as_secs_f64());
+        metrics::gauge!(m::WATERMARK_DELAY).set(now.millis_since(w).max(0) as f64 / 1000.0);
+    }
+    let mut status = lock(&shared.handle.status);
+    status.backlog = backlog;
+    status.scheduled = scheduled;
+    status.watermark = overall;
+    status.shard_watermarks = shard_watermarks;
+}
+
+pub(super) async fn publish_every<S: ExpiryStore, C: Clock>(
+    shared: Arc<Shared<S, C>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        publish(&shared);
+        tokio::select! {
+            _ = stopped(&mut stop) => return,
+            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+        }
+    }
+}
