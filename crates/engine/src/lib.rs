@@ -20,6 +20,8 @@ pub mod retry;
 pub mod store;
 pub mod sweep;
 
+#[cfg(feature = "test-util")]
+pub use clock::TokioClock;
 pub use clock::{Clock, SystemClock};
 pub use daemon::{Daemon, DaemonConfig, DaemonError, DaemonHandle, DaemonReport, DaemonStatus};
 pub use observe::{NoopObserver, Observer};

@@ -240,19 +240,23 @@ async fn an_index_that_stays_unreachable_is_fatal_after_the_retries() {
     assert_eq!(store.calls(Call::Query), 4);
 }
 
+/// The daemon on paused time: tokio's clock and the daemon's wall clock ([`TokioClock`]) move
+/// together and only when every task waits, so these tests assert exact outcomes in test-clock
+/// time and run in milliseconds whatever the machine's load.
 mod daemon {
     use super::*;
-    use precise_ttl_engine::{Daemon, DaemonConfig, SystemClock};
+    use precise_ttl_engine::{Daemon, DaemonConfig, TokioClock};
 
-    fn now() -> Timestamp {
-        SystemClock.now()
+    fn clock() -> Arc<TokioClock> {
+        Arc::new(TokioClock::starting_at(Timestamp::from_secs(NOW_S)))
     }
 
+    /// An expiry `offset_ms` from the test's start.
     fn at(offset_ms: i64) -> String {
-        Timestamp::from_millis(now().as_millis() + offset_ms).to_epoch_seconds_text()
+        Timestamp::from_millis(NOW_S * 1000 + offset_ms).to_epoch_seconds_text()
     }
 
-    fn config(shards: u64) -> DaemonConfig {
+    pub(super) fn config(shards: u64) -> DaemonConfig {
         let mut c = DaemonConfig::new(ShardCount::new(shards).unwrap());
         c.poll_interval = Duration::from_millis(100);
         c.horizon = Duration::from_secs(2);
@@ -268,18 +272,16 @@ mod daemon {
         c
     }
 
+    /// Each deletion: key, expiry and acknowledgement instant (test clock).
     #[derive(Default)]
-    struct Lags(std::sync::Mutex<Vec<(String, i64)>>);
-    impl precise_ttl_engine::Observer<String> for Lags {
+    pub(super) struct Deletions(std::sync::Mutex<Vec<(String, Timestamp, Timestamp)>>);
+    impl precise_ttl_engine::Observer<String> for Deletions {
         fn deleted(&self, key: &String, expiry: precise_ttl_core::Expiry, at: Timestamp) {
-            self.0
-                .lock()
-                .unwrap()
-                .push((key.clone(), at.millis_since(expiry.at())));
+            self.0.lock().unwrap().push((key.clone(), expiry.at(), at));
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[tokio::test(start_paused = true)]
     async fn deletes_backlog_and_fresh_expirations_on_time_and_spares_the_rest() {
         let store = Arc::new(MemoryStore::new());
         for i in 0..3000u16 {
@@ -299,9 +301,12 @@ mod daemon {
                 shard: Some(0),
             },
         );
-        let lags = Arc::new(Lags::default());
-        let daemon = Daemon::new(Arc::clone(&store), Arc::new(SystemClock), config(4))
-            .with_observer(lags.clone());
+        let deletions = Arc::new(Deletions::default());
+        let clock = clock();
+        let mut config = config(4);
+        config.batch_linger = Duration::from_millis(5);
+        let daemon = Daemon::new(Arc::clone(&store), Arc::clone(&clock), config)
+            .with_observer(deletions.clone());
         let handle = daemon.handle();
         let report = daemon
             .run(tokio::time::sleep(Duration::from_millis(2500)))
@@ -311,29 +316,39 @@ mod daemon {
         assert_eq!(report.deleted, 3200);
         assert_eq!((report.skipped, report.errors), (0, 0));
         assert_eq!(store.len(), 2);
-        let lags = lags.0.lock().unwrap();
-        let fresh: Vec<i64> = lags
+        let deletions = deletions.0.lock().unwrap();
+        let fresh: Vec<i64> = deletions
             .iter()
-            .filter(|(k, _)| k.starts_with("fresh"))
-            .map(|(_, l)| *l)
+            .filter(|(k, ..)| k.starts_with("fresh"))
+            .map(|(_, expiry, acked)| acked.millis_since(*expiry))
             .collect();
         assert_eq!(fresh.len(), 200);
-        assert!(fresh.iter().all(|l| *l >= 0), "never before the TTL");
+        // A backlog of 3,000 is being cleared meanwhile; each fresh item still goes at its
+        // expiry instant, held back at most by the batch linger.
+        assert!(
+            fresh.iter().all(|lag| (0..=5).contains(lag)),
+            "lags {fresh:?}"
+        );
         let status = handle.status();
         let watermark = status.watermark.expect("a watermark after complete reads");
+        // Every item is gone, so the watermark reaches what the readers have covered: the last
+        // head read (every 100 ms) of the present.
         assert!(
-            now().millis_since(watermark) < 2000,
-            "watermark {watermark:?} trails too far"
+            clock.now().millis_since(watermark) <= 100,
+            "watermark {watermark:?} at {:?}",
+            clock.now()
         );
         assert_eq!(status.backlog, 0);
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[tokio::test(start_paused = true)]
     async fn an_item_extended_before_its_expiry_survives_and_a_late_write_is_caught() {
         let store = Arc::new(MemoryStore::new());
         store.put("extended", num(at(800), 0));
         store.put("plain", num(at(800), 0));
-        let daemon = Daemon::new(Arc::clone(&store), Arc::new(SystemClock), config(1));
+        let deletions = Arc::new(Deletions::default());
+        let daemon =
+            Daemon::new(Arc::clone(&store), clock(), config(1)).with_observer(deletions.clone());
         let writer = {
             let store = Arc::clone(&store);
             async move {
@@ -341,7 +356,7 @@ mod daemon {
                 // expires before the next poll.
                 tokio::time::sleep(Duration::from_millis(400)).await;
                 store.put("extended", num(at(3_600_000), 0));
-                store.put("late", num(at(50), 0));
+                store.put("late", num(at(450), 0));
                 tokio::time::sleep(Duration::from_millis(1600)).await;
             }
         };
@@ -349,9 +364,17 @@ mod daemon {
         assert_eq!(report.deleted, 2, "plain and late");
         assert!(store.get("extended").is_some());
         assert!(store.get("plain").is_none() && store.get("late").is_none());
+        for (key, expiry, acked) in deletions.0.lock().unwrap().iter() {
+            // The late item is found by the next head read (at most one poll after its write).
+            assert!(
+                (0..=100).contains(&acked.millis_since(*expiry)),
+                "{key} deleted {} ms after its expiry",
+                acked.millis_since(*expiry)
+            );
+        }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[tokio::test(start_paused = true)]
     async fn throttling_is_absorbed_and_every_item_still_goes() {
         let store = Arc::new(MemoryStore::new());
         for i in 0..300u16 {
@@ -360,7 +383,7 @@ mod daemon {
         store.inject(Call::Delete, ErrorClass::Throttled, 100);
         store.inject(Call::Query, ErrorClass::Throttled, 10);
         store.inject(Call::Delete, ErrorClass::Transient, 20);
-        let report = Daemon::new(Arc::clone(&store), Arc::new(SystemClock), config(2))
+        let report = Daemon::new(Arc::clone(&store), clock(), config(2))
             .run(tokio::time::sleep(Duration::from_secs(3)))
             .await
             .unwrap();
@@ -369,7 +392,7 @@ mod daemon {
         assert!(report.throttled >= 10);
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[tokio::test(start_paused = true)]
     async fn a_rate_cap_is_respected() {
         let store = Arc::new(MemoryStore::new());
         for i in 0..1000u16 {
@@ -377,35 +400,90 @@ mod daemon {
         }
         let mut c = config(1);
         c.max_deletes_per_second = Some(200.0);
-        let report = Daemon::new(Arc::clone(&store), Arc::new(SystemClock), c)
-            .run(tokio::time::sleep(Duration::from_secs(1)))
+        let deletions = Arc::new(Deletions::default());
+        let report = Daemon::new(Arc::clone(&store), clock(), c)
+            .with_observer(deletions.clone())
+            .run(tokio::time::sleep(Duration::from_secs(3)))
             .await
             .unwrap();
-        // One second at 200/s plus the initial burst (200/10 = 20).
-        assert!((150..=260).contains(&report.deleted), "{}", report.deleted);
+        let times: Vec<i64> = deletions
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(.., acked)| acked.as_millis())
+            .collect();
+        assert_eq!(times.len() as u64, report.deleted);
+        // Any one second of the clock: at most the rate plus the bucket's burst (one batch).
+        for (i, start) in times.iter().enumerate() {
+            let in_a_second = times[i..].iter().take_while(|t| **t < start + 1000).count();
+            assert!(
+                in_a_second <= 200 + 25,
+                "{in_a_second} deletes in one second"
+            );
+        }
+        // And the cap is a cap, not a stall: three seconds delete about three seconds' worth.
+        assert!(report.deleted >= 3 * 200, "{}", report.deleted);
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    /// Fails every query for shard values outside `0..shards` (only the stray probe asks for
+    /// them) and answers the others: the daemon can stop only because the probe saw the error.
+    struct StrayQueriesFail {
+        inner: MemoryStore,
+        shards: u16,
+    }
+
+    impl ExpiryStore for StrayQueriesFail {
+        type Key = String;
+        type Cursor = <MemoryStore as ExpiryStore>::Cursor;
+
+        async fn due_page(
+            &self,
+            shard: Shard,
+            window: DueWindow,
+            cursor: Option<Self::Cursor>,
+            limit: u32,
+        ) -> Result<DuePage<String, Self::Cursor>, StoreError> {
+            if shard.0 >= self.shards {
+                return Err(StoreError::new(ErrorClass::Fatal, "access denied"));
+            }
+            self.inner.due_page(shard, window, cursor, limit).await
+        }
+
+        async fn delete_if_due(
+            &self,
+            key: &String,
+            window: DueWindow,
+        ) -> Result<DeleteOutcome, StoreError> {
+            self.inner.delete_if_due(key, window).await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_fatal_error_seen_by_the_stray_probe_stops_the_daemon_too() {
-        let store = Arc::new(MemoryStore::new());
+        let store = Arc::new(StrayQueriesFail {
+            inner: MemoryStore::new(),
+            shards: 1,
+        });
         let mut c = config(1);
         c.stray_check_interval = Some(Duration::from_secs(60));
-        // Every query fails fatally: whichever reader or probe asks first, the daemon stops.
-        store.inject(Call::Query, ErrorClass::Fatal, 100_000);
-        let result = Daemon::new(Arc::clone(&store), Arc::new(SystemClock), c)
+        let result = Daemon::new(store, clock(), c)
             .run(tokio::time::sleep(Duration::from_secs(30)))
             .await;
-        assert!(result.is_err());
+        assert!(
+            result.is_err(),
+            "the probe's fatal error must stop the daemon"
+        );
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[tokio::test(start_paused = true)]
     async fn stray_shard_values_are_swept_by_the_daemon() {
         let store = Arc::new(MemoryStore::new());
         store.put("stray", num(at(-1000), 700));
         store.put("stray-later", num(at(60_000), 700));
         let mut c = config(2);
         c.stray_check_interval = Some(Duration::from_secs(60));
-        let report = Daemon::new(Arc::clone(&store), Arc::new(SystemClock), c)
+        let report = Daemon::new(Arc::clone(&store), clock(), c)
             .run(tokio::time::sleep(Duration::from_millis(800)))
             .await
             .unwrap();
@@ -414,11 +492,11 @@ mod daemon {
         assert!(store.get("stray-later").is_some());
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[tokio::test(start_paused = true)]
     async fn a_fatal_error_stops_the_daemon() {
         let store = Arc::new(MemoryStore::new());
         store.inject(Call::Query, ErrorClass::Fatal, 1);
-        let result = Daemon::new(Arc::clone(&store), Arc::new(SystemClock), config(1))
+        let result = Daemon::new(Arc::clone(&store), clock(), config(1))
             .run(tokio::time::sleep(Duration::from_secs(30)))
             .await;
         assert!(result.is_err());
@@ -428,14 +506,14 @@ mod daemon {
 mod faults {
     use super::*;
     use precise_ttl_engine::faulty::{FaultRates, FaultyStore};
-    use precise_ttl_engine::{Daemon, DaemonConfig, SystemClock};
+    use precise_ttl_engine::{Daemon, DaemonConfig, TokioClock};
     use std::sync::atomic::Ordering;
 
     fn at(offset_ms: i64) -> String {
-        Timestamp::from_millis(SystemClock.now().as_millis() + offset_ms).to_epoch_seconds_text()
+        Timestamp::from_millis(NOW_S * 1000 + offset_ms).to_epoch_seconds_text()
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[tokio::test(start_paused = true)]
     async fn twenty_percent_throttling_still_deletes_every_due_item_and_nothing_else() {
         let inner = MemoryStore::new();
         for i in 0..1500u16 {
@@ -469,7 +547,8 @@ mod faults {
             faulty.set_rates(FaultRates::default());
             tokio::time::sleep(Duration::from_millis(2000)).await;
         };
-        let report = Daemon::new(Arc::clone(&store), Arc::new(SystemClock), config)
+        let clock = Arc::new(TokioClock::starting_at(Timestamp::from_secs(NOW_S)));
+        let report = Daemon::new(Arc::clone(&store), clock, config)
             .run(stop_faults)
             .await
             .unwrap();
