@@ -8,6 +8,7 @@ mod blog;
 mod config;
 mod demo;
 mod doctor_cmd;
+mod hints;
 mod run_cmd;
 mod serve;
 mod setup_cmd;
@@ -59,6 +60,9 @@ fn main() -> ExitCode {
         Ok(Outcome::Findings) => ExitCode::from(4),
         Err(e) => {
             eprintln!("error: {e:#}");
+            if let Some(hint) = hints::for_error(&e) {
+                eprintln!("hint: {hint}");
+            }
             ExitCode::from(1)
         }
     }

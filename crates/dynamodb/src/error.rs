@@ -36,12 +36,10 @@ const ACCESS_CODES: &[&str] = &[
 pub enum AdapterError {
     #[error("table {table:?} was not found at {endpoint}")]
     TableNotFound { table: String, endpoint: String },
-    #[error(
-        "table {table:?} has no index named {index:?}: run `precise-ttl setup --table {table}` first"
-    )]
+    #[error("table {table:?} has no index named {index:?}")]
     IndexMissing { table: String, index: String },
     #[error(
-        "index {index:?} on table {table:?} has another schema: expected {expected}, found {found}; pick another --index-name or fix the attribute names"
+        "index {index:?} on table {table:?} has another schema: expected {expected}, found {found}"
     )]
     IndexSchema {
         table: String,
@@ -50,7 +48,7 @@ pub enum AdapterError {
         found: String,
     },
     #[error(
-        "index {index:?} on table {table:?} is {status}, not ACTIVE yet (DynamoDB is still building it; `precise-ttl setup` waits for it)"
+        "index {index:?} on table {table:?} is {status}, not ACTIVE yet (DynamoDB is still building it)"
     )]
     IndexNotActive {
         table: String,
@@ -58,7 +56,7 @@ pub enum AdapterError {
         status: String,
     },
     #[error(
-        "native TTL on table {table:?} is already enabled on attribute {enabled:?}, not {wanted:?}; DynamoDB allows one TTL attribute per table: use --ttl-attribute {enabled}, or pass --no-native-ttl"
+        "native TTL on table {table:?} is already enabled on attribute {enabled:?}, not {wanted:?}; DynamoDB allows one TTL attribute per table"
     )]
     NativeTtlOnOtherAttribute {
         table: String,
@@ -66,7 +64,7 @@ pub enum AdapterError {
         wanted: String,
     },
     #[error(
-        "native TTL on table {table:?} is {status}; DynamoDB allows no change until that finishes (up to an hour); retry later or pass --no-native-ttl"
+        "native TTL on table {table:?} is {status}; DynamoDB allows no change until that finishes (up to an hour)"
     )]
     NativeTtlBusy { table: String, status: String },
     #[error(
@@ -86,9 +84,7 @@ pub enum AdapterError {
         defined: String,
         role: &'static str,
     },
-    #[error(
-        "table {table:?} exists with key {found}, not the {expected} asked for with --create-table"
-    )]
+    #[error("table {table:?} exists with key {found}, not the requested {expected}")]
     TableKeyMismatch {
         table: String,
         expected: String,
@@ -97,12 +93,10 @@ pub enum AdapterError {
     #[error("gave up after {waited_secs} s waiting for {what}")]
     WaitTimedOut { what: String, waited_secs: u64 },
     #[error(
-        "no AWS credentials found for {endpoint} (looked in the environment, the shared config and credentials files, web identity, the container and the instance metadata): set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; for DynamoDB Local pass --endpoint-url http://localhost:8000"
+        "no AWS credentials found for {endpoint} (looked in the environment, the shared config and credentials files, web identity, the container and the instance metadata)"
     )]
     NoCredentials { endpoint: String },
-    #[error(
-        "no AWS region set: pass --region (or PRECISE_TTL_REGION), set AWS_REGION, or give the profile a region"
-    )]
+    #[error("no AWS region set (neither AWS_REGION nor the profile names one)")]
     NoRegion,
     #[error("cannot reach {endpoint}: {message}")]
     Unreachable { endpoint: String, message: String },

@@ -87,7 +87,7 @@ impl fmt::Display for SetupAction {
                 "expiry index already present and ACTIVE (projection {projection}: KEYS_ONLY would store less)"
             ),
             SetupAction::IndexBuilding { status } => {
-                write!(f, "expiry index is {status}; not waiting (--no-wait)")
+                write!(f, "expiry index is {status}; not waiting for it, as asked")
             }
             SetupAction::WaitedForActive { seconds } => {
                 write!(
@@ -99,9 +99,7 @@ impl fmt::Display for SetupAction {
             SetupAction::NativeTtlAlreadyEnabled => {
                 f.write_str("native TTL already enabled on the TTL attribute")
             }
-            SetupAction::NativeTtlLeftAlone => {
-                f.write_str("native TTL left as it is (--no-native-ttl)")
-            }
+            SetupAction::NativeTtlLeftAlone => f.write_str("native TTL left as it is, as asked"),
         }
     }
 }

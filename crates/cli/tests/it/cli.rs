@@ -149,14 +149,20 @@ fn bad_usage_is_explained() {
 }
 
 /// The SDK's own rendering of a missing credential spans a dozen lines; ours is one.
+/// One error line, and at most one hint line after it.
 fn one_line(stderr: &[u8]) -> String {
     let text = String::from_utf8_lossy(stderr).to_string();
-    assert_eq!(text.trim_end().lines().count(), 1, "one line: {text}");
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    assert!(lines[0].starts_with("error: "), "{text}");
+    assert!(
+        lines.len() == 1 || (lines.len() == 2 && lines[1].starts_with("hint: ")),
+        "one line and at most a hint: {text}"
+    );
     text
 }
 
 #[test]
-fn missing_credentials_or_region_are_one_clear_line_without_a_network_call() {
+fn missing_credentials_or_region_are_one_clear_line_and_a_hint_without_a_network_call() {
     let home = std::env::temp_dir().join(format!("precise-ttl-home-{}", fastrand::u32(..)));
     std::fs::create_dir_all(&home).unwrap();
     // No instance metadata lookup: the test must not depend on what 169.254.169.254 does here.

@@ -1,0 +1,40 @@
+//! What to do about an error, in the words of this command line: the libraries say what went
+//! wrong; the binary, which knows its flags, adds one line on how to fix it.
+
+use precise_ttl_dynamodb::AdapterError;
+
+/// The hint for the first adapter error in `error`'s chain, if it has one.
+pub fn for_error(error: &anyhow::Error) -> Option<String> {
+    let adapter = error
+        .chain()
+        .find_map(|e| e.downcast_ref::<AdapterError>())?;
+    Some(match adapter {
+        AdapterError::TableNotFound { .. } => {
+            "check --table, --region and --endpoint-url; `precise-ttl setup --create-table --partition-key NAME` creates a table".into()
+        }
+        AdapterError::IndexMissing { table, .. } => {
+            format!("run `precise-ttl setup --table {table}` first")
+        }
+        AdapterError::IndexSchema { .. } => {
+            "pick another --index-name, or set --ttl-attribute and --shard-attribute to the index's keys".into()
+        }
+        AdapterError::IndexNotActive { .. } => {
+            "wait for it: `precise-ttl setup` waits until the index is ACTIVE".into()
+        }
+        AdapterError::NativeTtlOnOtherAttribute { enabled, .. } => {
+            format!("use --ttl-attribute {enabled}, or pass --no-native-ttl")
+        }
+        AdapterError::NativeTtlBusy { .. } => "retry later, or pass --no-native-ttl".into(),
+        AdapterError::TableKeyMismatch { .. } => {
+            "leave out --create-table to use the table as it is, or pick another --table".into()
+        }
+        AdapterError::NoCredentials { .. } => {
+            "set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; for DynamoDB Local pass --endpoint-url http://localhost:8000".into()
+        }
+        AdapterError::NoRegion => {
+            "pass --region (or PRECISE_TTL_REGION), set AWS_REGION, or give the profile a region"
+                .into()
+        }
+        _ => return None,
+    })
+}
