@@ -333,30 +333,66 @@ pub struct BlogArgs {
     pub checkpoint_table: String,
 }
 
+// Flag groups: each flag means one thing, with one default and one range, in every command that
+// takes it (and so in the config file and its PRECISE_TTL_* variable).
+
+/// Delete requests in flight (`sweep`, `run`).
+#[derive(Debug, Args)]
+pub struct DeleteConcurrency {
+    /// Most delete requests in flight at once, across all shards; `run` adapts below it (halved
+    /// on throttling, grown back one at a time)
+    #[arg(long, env = "PRECISE_TTL_CONCURRENCY", default_value_t = 64,
+          value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub concurrency: u64,
+}
+
+/// Keys per query of the expiry index (`sweep`, `run`).
+#[derive(Debug, Args)]
+pub struct IndexPage {
+    /// Keys read per index query; bounds the memory each shard's reader holds
+    #[arg(long, env = "PRECISE_TTL_PAGE_SIZE", default_value_t = 500,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub page_size: u32,
+}
+
+/// Attempts per store call (`sweep`, `run`, `backfill`).
+#[derive(Debug, Args)]
+pub struct Retries {
+    /// Attempts per store call, the first included, before the item counts as an error and is
+    /// left for the next pass (throttling and 5xx are retried with backoff and jitter)
+    #[arg(long, env = "PRECISE_TTL_MAX_ATTEMPTS", default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub max_attempts: u32,
+}
+
+/// A parallel Scan (`backfill`, `doctor`).
+#[derive(Debug, Args)]
+pub struct ScanSegments {
+    /// Parallel Scan segments: DynamoDB splits the table into this many disjoint parts, read at
+    /// the same time
+    #[arg(long, env = "PRECISE_TTL_SEGMENTS", default_value_t = 4,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub segments: u32,
+}
+
 #[derive(Debug, Args)]
 pub struct SweepArgs {
     #[command(flatten)]
     pub blog: BlogArgs,
 
-    /// Deletes in flight at once, across all shards
-    #[arg(long, env = "PRECISE_TTL_CONCURRENCY", default_value_t = 32,
-          value_parser = clap::value_parser!(u64).range(1..=1024))]
-    pub concurrency: u64,
+    #[command(flatten)]
+    pub deletes: DeleteConcurrency,
 
-    /// Keys read per index query; bounds memory per shard
-    #[arg(long, env = "PRECISE_TTL_PAGE_SIZE", default_value_t = 500,
-          value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    pub page_size: u32,
+    #[command(flatten)]
+    pub index_page: IndexPage,
 
     /// Shards read at the same time
     #[arg(long, env = "PRECISE_TTL_SHARD_PARALLELISM", default_value_t = 4,
           value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub shard_parallelism: u64,
 
-    /// Attempts per call before an item is counted as an error (throttling and 5xx are retried)
-    #[arg(long, env = "PRECISE_TTL_MAX_ATTEMPTS", default_value_t = 10,
-          value_parser = clap::value_parser!(u32).range(1..=100))]
-    pub max_attempts: u32,
+    #[command(flatten)]
+    pub retries: Retries,
 
     /// Print the report as JSON on standard output
     #[arg(long)]
@@ -392,20 +428,19 @@ pub struct RunArgs {
     #[arg(long, env = "PRECISE_TTL_MAX_DELETES_PER_SECOND", value_parser = positive_rate)]
     pub max_deletes_per_second: Option<f64>,
 
-    /// Most delete requests in flight; the adaptive limit moves below it
-    #[arg(long, env = "PRECISE_TTL_CONCURRENCY", default_value_t = 64,
-          value_parser = clap::value_parser!(u64).range(1..=1024))]
-    pub concurrency: u64,
+    #[command(flatten)]
+    pub deletes: DeleteConcurrency,
+
+    #[command(flatten)]
+    pub retries: Retries,
 
     /// How deletes are sent: PartiQL batches of up to 25 conditional DELETEs when several items
     /// are due at once (one alone otherwise), or one DeleteItem per item
     #[arg(long, env = "PRECISE_TTL_DELETE_MODE", default_value = "batch")]
     pub delete_mode: DeleteModeArg,
 
-    /// Keys read per index query
-    #[arg(long, env = "PRECISE_TTL_PAGE_SIZE", default_value_t = 500,
-          value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    pub page_size: u32,
+    #[command(flatten)]
+    pub index_page: IndexPage,
 
     /// How often to look for due items on shard values from --shards up to 1023 (left by
     /// writers with a larger shard count) and sweep them; 0s: never
@@ -425,24 +460,22 @@ pub enum DeleteModeArg {
 
 #[derive(Debug, Args)]
 pub struct BackfillArgs {
-    /// Parallel Scan segments (DynamoDB splits the table into this many disjoint parts)
-    #[arg(long, env = "PRECISE_TTL_SEGMENTS", default_value_t = 4,
-          value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub segments: u32,
+    #[command(flatten)]
+    pub scan: ScanSegments,
 
-    /// Shard writes in flight per segment
-    #[arg(long, env = "PRECISE_TTL_CONCURRENCY", default_value_t = 16,
+    /// Shard writes in flight per Scan segment
+    #[arg(long, env = "PRECISE_TTL_WRITES_IN_FLIGHT", default_value_t = 16,
           value_parser = clap::value_parser!(u64).range(1..=256))]
-    pub concurrency: u64,
+    pub writes_in_flight: u64,
 
     /// Cap on shard writes per second, across all segments (default: no cap)
     #[arg(long, env = "PRECISE_TTL_MAX_WRITES_PER_SECOND", value_parser = positive_rate)]
     pub max_writes_per_second: Option<f64>,
 
     /// Items read per Scan page (DynamoDB also stops a page at 1 MB)
-    #[arg(long, env = "PRECISE_TTL_PAGE_SIZE", default_value_t = 1000,
+    #[arg(long, env = "PRECISE_TTL_SCAN_PAGE_SIZE", default_value_t = 1000,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    pub page_size: u32,
+    pub scan_page_size: u32,
 
     /// Where progress is saved (default: precise-ttl-backfill-<table>.json here)
     #[arg(long, env = "PRECISE_TTL_CHECKPOINT", value_name = "FILE")]
@@ -452,10 +485,8 @@ pub struct BackfillArgs {
     #[arg(long)]
     pub restart: bool,
 
-    /// Attempts per write before it counts as an error (throttling and 5xx are retried)
-    #[arg(long, env = "PRECISE_TTL_MAX_ATTEMPTS", default_value_t = 10,
-          value_parser = clap::value_parser!(u32).range(1..=100))]
-    pub max_attempts: u32,
+    #[command(flatten)]
+    pub retries: Retries,
 
     /// Print the summary as JSON on standard output
     #[arg(long)]
@@ -468,10 +499,8 @@ pub struct DoctorArgs {
     #[arg(long, env = "PRECISE_TTL_SAMPLE", value_parser = clap::value_parser!(u64).range(1..))]
     pub sample: Option<u64>,
 
-    /// Parallel Scan segments for a full scan
-    #[arg(long, env = "PRECISE_TTL_SEGMENTS", default_value_t = 4,
-          value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub segments: u32,
+    #[command(flatten)]
+    pub scan: ScanSegments,
 
     /// Example keys shown per finding
     #[arg(long, default_value_t = 3)]

@@ -37,7 +37,7 @@ pub async fn run(global: &Global, args: &BackfillArgs) -> anyhow::Result<Outcome
         ttl_attribute: layout.ttl_attribute.clone(),
         shard_attribute: layout.shard_attribute.clone(),
         shards: layout.shards.get(),
-        segments: args.segments,
+        segments: args.scan.segments,
     };
     let (checkpoint, opened) = CheckpointFile::open(&path, &target, args.restart)
         .context("pass --restart to start over, or resume with the flags the checkpoint names")?;
@@ -61,11 +61,11 @@ pub async fn run(global: &Global, args: &BackfillArgs) -> anyhow::Result<Outcome
         .progress_chars("=> "),
     );
     let options = BackfillOptions {
-        page_size: args.page_size,
-        concurrency: args.concurrency as usize,
+        page_size: args.scan_page_size,
+        concurrency: args.writes_in_flight as usize,
         max_writes_per_second: args.max_writes_per_second,
         backoff: Backoff {
-            max_attempts: args.max_attempts,
+            max_attempts: args.retries.max_attempts,
             ..Backoff::default()
         },
     };

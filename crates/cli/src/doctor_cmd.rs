@@ -153,7 +153,7 @@ pub async fn run(global: &Global, args: &DoctorArgs) -> anyhow::Result<Outcome> 
             fastrand::shuffle(&mut order);
             (total, order)
         }
-        None => (args.segments, (0..args.segments).collect()),
+        None => (args.scan.segments, (0..args.scan.segments).collect()),
     };
     let budget = args.sample.unwrap_or(u64::MAX);
     let mut sampled_segments = 0;

@@ -31,16 +31,25 @@ pub enum Outcome {
 }
 
 fn main() -> ExitCode {
-    let matches = Cli::command().get_matches();
-    let mut cli = match Cli::from_arg_matches(&matches) {
+    // A config file's values become the flags' defaults before the one parse, so clap validates
+    // them like any flag and `--help` shows the values in effect.
+    let command = match config_path() {
+        Some(path) => match config::with_file_defaults(Cli::command(), &path) {
+            Ok(command) => command,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                return ExitCode::from(2);
+            }
+        },
+        None => Cli::command(),
+    };
+    let matches = command.get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
-    if let Some(path) = cli.global.config.clone()
-        && let Err(e) =
-            config::load(&path).and_then(|file| config::apply(&mut cli, &matches, file, &path))
-    {
-        eprintln!("error: {e:#}");
+    if cli.global.table.as_deref() == Some("") {
+        eprintln!("error: --table must not be empty");
         return ExitCode::from(2);
     }
     init_logging(cli.global.log_format, cli.global.verbose);
@@ -90,6 +99,26 @@ pub async fn connect(global: &args::Global) -> Result<Dynamo, precise_ttl_dynamo
         attempt_timeout: global.attempt_timeout,
     })
     .await
+}
+
+/// `--config FILE` (or `--config=FILE`) from the command line, else `PRECISE_TTL_CONFIG`: read
+/// before clap parses, since the file supplies clap's defaults.
+fn config_path() -> Option<std::path::PathBuf> {
+    let mut args = std::env::args_os().skip(1);
+    while let Some(arg) = args.next() {
+        if arg == "--" {
+            break;
+        }
+        if arg == "--config" {
+            return args.next().map(Into::into);
+        }
+        if let Some(path) = arg.to_str().and_then(|a| a.strip_prefix("--config=")) {
+            return Some(path.into());
+        }
+    }
+    std::env::var_os("PRECISE_TTL_CONFIG")
+        .filter(|p| !p.is_empty())
+        .map(Into::into)
 }
 
 fn init_logging(format: LogFormat, verbose: u8) {

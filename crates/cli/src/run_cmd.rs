@@ -41,12 +41,13 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
     config.poll_interval = args.poll_interval;
     config.horizon = args.horizon;
     config.lookback = args.lookback;
-    config.page_size = args.page_size;
-    config.max_concurrency = args.concurrency as usize;
+    config.page_size = args.index_page.page_size;
+    config.max_concurrency = args.deletes.concurrency as usize;
     config.initial_concurrency = config.initial_concurrency.min(config.max_concurrency);
     config.min_concurrency = config.min_concurrency.min(config.max_concurrency);
     config.max_deletes_per_second = args.max_deletes_per_second;
     config.batch_linger = args.batch_linger;
+    config.backoff.max_attempts = args.retries.max_attempts;
     config.stray_check_interval =
         (!args.stray_check_interval.is_zero()).then_some(args.stray_check_interval);
     let daemon = Daemon::new(Arc::new(store), Arc::new(SystemClock), config);
@@ -103,8 +104,8 @@ async fn run_blog(
     let mut sweeper = crate::blog::BlogSweeper::open(global, &args.blog, layout)
         .await?
         .with_store(|s| s.with_delete_mode(mode));
-    sweeper.config.concurrency = args.concurrency as usize;
-    sweeper.config.page_size = args.page_size;
+    sweeper.config.concurrency = args.deletes.concurrency as usize;
+    sweeper.config.page_size = args.index_page.page_size;
     println!(
         "precise-ttl run: table {:?}, blog window index {:?} on {:?}, a pass every {:?}",
         global.table()?,

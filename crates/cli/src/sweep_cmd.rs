@@ -13,8 +13,8 @@ pub async fn run(global: &Global, args: &SweepArgs) -> anyhow::Result<Outcome> {
     let table = global.table()?;
     if args.blog.index_layout == crate::args::IndexLayout::BlogWindow {
         let mut sweeper = crate::blog::BlogSweeper::open(global, &args.blog, &layout).await?;
-        sweeper.config.concurrency = args.concurrency as usize;
-        sweeper.config.page_size = args.page_size;
+        sweeper.config.concurrency = args.deletes.concurrency as usize;
+        sweeper.config.page_size = args.index_page.page_size;
         sweeper.config.shard_parallelism = args.shard_parallelism as usize;
         let started = Instant::now();
         let pass = sweeper.pass().await?;
@@ -57,11 +57,11 @@ pub async fn run(global: &Global, args: &SweepArgs) -> anyhow::Result<Outcome> {
     let dynamo = crate::connect(global).await?;
     let store = DynamoStore::open(dynamo, table, layout.clone()).await?;
     let mut config = SweepConfig::new(layout.shards);
-    config.concurrency = args.concurrency as usize;
-    config.page_size = args.page_size;
+    config.concurrency = args.deletes.concurrency as usize;
+    config.page_size = args.index_page.page_size;
     config.shard_parallelism = args.shard_parallelism as usize;
     config.backoff = Backoff {
-        max_attempts: args.max_attempts,
+        max_attempts: args.retries.max_attempts,
         ..Backoff::default()
     };
     let started = Instant::now();

@@ -245,7 +245,7 @@ async fn backfill_killed_with_sigkill_resumes_from_its_checkpoint() {
         backfill_command(
             &table.name,
             &checkpoint,
-            &["--page-size", "200", "--max-writes-per-second", "1500"],
+            &["--scan-page-size", "200", "--max-writes-per-second", "1500"],
         )
     };
     let mut first = backfill().spawn().unwrap();

@@ -226,3 +226,87 @@ fn malformed_addresses_and_durations_are_refused_up_front() {
         assert!(text.contains(needle), "{args:?}: {text}");
     }
 }
+
+/// One config file may carry every command's settings: each command takes the keys that are its
+/// flags (as their defaults, which `--help` shows) and leaves the others to their commands.
+#[test]
+fn a_config_file_accepts_every_commands_keys() {
+    let dir = std::env::temp_dir().join(format!("precise-ttl-keys-{}", fastrand::u64(..)));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("all.toml");
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        (
+            "setup",
+            &[
+                ("wait-timeout", "\"17m\""),
+                ("shards", "24"),
+                ("index-name", "\"idx\""),
+            ],
+        ),
+        (
+            "sweep",
+            &[
+                ("concurrency", "7"),
+                ("page-size", "123"),
+                ("shard-parallelism", "3"),
+                ("max-attempts", "4"),
+            ],
+        ),
+        (
+            "run",
+            &[
+                ("poll-interval", "\"300ms\""),
+                ("horizon", "\"9s\""),
+                ("lookback", "\"3s\""),
+                ("delete-mode", "\"single\""),
+                ("stray-check-interval", "\"11m\""),
+                ("batch-linger", "\"2ms\""),
+            ],
+        ),
+        (
+            "backfill",
+            &[
+                ("segments", "9"),
+                ("writes-in-flight", "5"),
+                ("scan-page-size", "321"),
+            ],
+        ),
+        ("doctor", &[("examples", "6")]),
+        ("demo", &[("spread", "\"8s\""), ("interval", "\"2s\"")]),
+        ("bench", &[("grace", "\"13s\""), ("raw-items", "1234")]),
+    ];
+    let text: String = cases
+        .iter()
+        .flat_map(|(_, keys)| keys.iter())
+        .map(|(k, v)| format!("{k} = {v}\n"))
+        .collect();
+    std::fs::write(&file, &text).unwrap();
+    for (command, keys) in cases {
+        let help = precise_ttl()
+            .args(["--config", file.to_str().unwrap(), command, "--help"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let help = String::from_utf8_lossy(&help);
+        for (key, value) in keys.iter() {
+            let shown = format!("[default: {}]", value.trim_matches('"'));
+            let flag = help
+                .split(&format!("--{key} "))
+                .nth(1)
+                .unwrap_or_else(|| panic!("{command} has no --{key}"));
+            let block = flag.split("\n      --").next().unwrap();
+            assert!(block.contains(&shown), "{command} --{key}: {block}");
+        }
+    }
+    // The same key means the same thing everywhere: a value one command would refuse is refused
+    // for all of them, before anything runs.
+    std::fs::write(&file, "concurrency = 5000\n").unwrap();
+    precise_ttl()
+        .args(["--config", file.to_str().unwrap(), "status", "--table", "t"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("concurrency").and(predicate::str::contains("1..=1024")));
+    std::fs::remove_dir_all(&dir).ok();
+}

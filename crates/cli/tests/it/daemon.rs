@@ -226,7 +226,7 @@ async fn a_config_file_sets_what_flags_do_not() {
         .args(["run", "--config", unknown.to_str().unwrap()])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("unknown field `tabel`"));
+        .stderr(predicate::str::contains("unknown key `tabel`"));
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, "poll-interval = \"10ms\"\n").unwrap();
     precise_ttl()
