@@ -2,8 +2,8 @@
 //! `precise_ttl_dynamodb::backfill`; this file builds it from the flags, draws the progress bar,
 //! prints the summary and picks the exit code.
 
-use crate::Outcome;
 use crate::args::{BackfillArgs, Global};
+use crate::wiring::Outcome;
 use anyhow::Context;
 use precise_ttl_core::Backoff;
 use precise_ttl_dynamodb::TableScan;
@@ -26,7 +26,7 @@ impl BackfillProgress for Bar {
 pub async fn run(global: &Global, args: &BackfillArgs) -> anyhow::Result<Outcome> {
     let layout = global.layout()?;
     let table = global.table()?;
-    let dynamo = crate::connect(global).await?;
+    let dynamo = crate::wiring::connect(global).await?;
     let scan = TableScan::open(dynamo, table, layout.clone()).await?;
     let path = args
         .checkpoint
@@ -77,7 +77,7 @@ pub async fn run(global: &Global, args: &BackfillArgs) -> anyhow::Result<Outcome
         checkpoint,
         options,
         bar.clone(),
-        crate::run_cmd::signal(),
+        crate::wiring::signal(),
     )
     .await;
     bar.0.finish_and_clear();

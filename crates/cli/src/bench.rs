@@ -2,64 +2,15 @@
 //! DynamoDB Local started when no endpoint is given, progress bars, and the report printed.
 //! What the benchmark does is the driver's.
 
-use crate::Outcome;
-use crate::args::{DeleteModeArg, Global};
+use crate::args::{BenchArgs, DeleteModeArg, Global};
+use crate::wiring::Outcome;
 use anyhow::Context;
-use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use precise_ttl_bench_driver::{BenchConfig, DaemonCommand, Event, Progress, Revision};
 use precise_ttl_dynamodb::{DeleteMode, Dynamo, DynamoDbLocal};
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
-use std::time::Duration;
-
-#[derive(Debug, Args)]
-pub struct BenchArgs {
-    /// Items whose TTLs fall during the run (deleted on time: the precision measurement)
-    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=5_000_000))]
-    pub items: u64,
-
-    /// Their TTLs are spread evenly over this long
-    #[arg(long, default_value = "10s", value_parser = crate::args::duration)]
-    pub spread: Duration,
-
-    /// Items already expired when the sweeper starts (the catch-up scenario)
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=5_000_000))]
-    pub backlog: u64,
-
-    /// How long after the last TTL to wait for stragglers before judging what is left
-    #[arg(long, default_value = "3s", value_parser = crate::args::duration)]
-    pub grace: Duration,
-
-    /// After the grace period, how long to wait at most for a backlog to be cleared
-    #[arg(long, default_value = "15m", value_parser = crate::args::duration)]
-    pub timeout: Duration,
-
-    /// Items written to measure the raw conditional-delete rate (0: skip)
-    #[arg(long, default_value_t = 4000)]
-    pub raw_items: u64,
-
-    /// Scenario name, used for the report files
-    #[arg(long, default_value = "bench")]
-    pub name: String,
-
-    /// Folder for the report files (JSON, Markdown, SVG plot)
-    #[arg(long, default_value = "bench-results")]
-    pub out: PathBuf,
-
-    /// The daemon's poll interval
-    #[arg(long, default_value = "1s", value_parser = crate::args::poll_interval)]
-    pub poll_interval: Duration,
-
-    /// The daemon's delete mode
-    #[arg(long, default_value = "batch")]
-    pub delete_mode: DeleteModeArg,
-
-    /// Extra arguments for `precise-ttl run` (repeat the flag for each)
-    #[arg(long = "daemon-arg", allow_hyphen_values = true)]
-    pub daemon_args: Vec<String>,
-}
 
 fn bar(len: u64, what: &str) -> ProgressBar {
     let target = if std::io::stderr().is_terminal() {
@@ -160,7 +111,7 @@ pub async fn run(global: &Global, args: &BenchArgs) -> anyhow::Result<Outcome> {
 
     let mut _local = None;
     let (dynamo, endpoint) = match &global.endpoint_url {
-        Some(url) => (crate::connect(global).await?, url.clone()),
+        Some(url) => (crate::wiring::connect(global).await?, url.clone()),
         None => {
             eprintln!("starting DynamoDB Local...");
             let big_heap = args.backlog + args.items > 50_000;

@@ -47,7 +47,7 @@ impl BlogSweeper {
             shard_attribute: blog.window_attribute.clone(),
             ..layout.clone()
         };
-        let dynamo = crate::connect(global).await?;
+        let dynamo = crate::wiring::connect(global).await?;
         let store = DynamoStore::open_blog_windows(dynamo.clone(), table, layout.clone()).await?;
         let checkpoints = CheckpointTable::open_or_create(dynamo, &blog.checkpoint_table)
             .await

@@ -1,8 +1,8 @@
 //! `precise-ttl demo`: the whole loop on a DynamoDB Local it starts itself. Wiring and output:
 //! the items are written with the bench driver's writer, deletions logged by its [`DeletionLog`].
 
-use crate::Outcome;
 use crate::args::{DemoArgs, Global};
+use crate::wiring::Outcome;
 use anyhow::Context;
 use aws_sdk_dynamodb::types::AttributeValue;
 use precise_ttl_bench_driver::deletions::percentile;
@@ -39,7 +39,7 @@ pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
     let layout = global.layout()?;
     let mut _local = None;
     let dynamo = match &global.endpoint_url {
-        Some(_) => crate::connect(global).await?,
+        Some(_) => crate::wiring::connect(global).await?,
         None => {
             println!(
                 "starting DynamoDB Local (installed into {} on first use)...",

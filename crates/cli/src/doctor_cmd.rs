@@ -1,18 +1,15 @@
 //! `precise-ttl doctor`: reads the table (all of it, or a random sample) and reports everything
 //! that keeps items from being deleted on time, with what to do about it.
 
-use crate::Outcome;
 use crate::args::{DoctorArgs, Global};
+use crate::wiring::Outcome;
 use aws_sdk_dynamodb::types::AttributeValue;
-use precise_ttl_core::diagnose::{
-    ShardProblem, ShardValue, TtlProblem, shard_problem, ttl_problem,
-};
-use precise_ttl_core::{TtlLayout, TtlValue};
+use precise_ttl_core::diagnose::{Inspected, ShardValue, Tally};
+
 use precise_ttl_dynamodb::item::{ttl_value, type_name};
-use precise_ttl_dynamodb::{ItemKey, ScanFilter, ScannedItem, Segment, TableScan};
+use precise_ttl_dynamodb::{ScanFilter, ScannedItem, Segment, TableScan};
 use precise_ttl_engine::retry::with_backoff;
 use precise_ttl_engine::{Clock, SystemClock};
-use std::collections::BTreeMap;
 
 /// One kind of problem, with how many items have it and a few of their keys.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -23,72 +20,24 @@ struct Finding {
     message: String,
 }
 
-#[derive(Default)]
-struct Tally {
-    scanned: u64,
-    with_ttl: u64,
-    counts: BTreeMap<&'static str, (u64, Vec<String>)>,
-    ttl_types: BTreeMap<&'static str, u64>,
-    strays: BTreeMap<u64, u64>,
-}
-
-impl Tally {
-    fn add(&mut self, kind: &'static str, example: &ItemKey, keep: usize) {
-        let entry = self.counts.entry(kind).or_default();
-        entry.0 += 1;
-        if entry.1.len() < keep {
-            entry.1.push(example.to_string());
-        }
-    }
-
-    fn inspect(
-        &mut self,
-        item: &ScannedItem,
-        layout: &TtlLayout,
-        now: precise_ttl_core::Timestamp,
-        keep: usize,
-    ) {
-        let ttl = ttl_value(item.ttl.as_ref());
-        if !matches!(ttl, TtlValue::Missing) {
-            self.with_ttl += 1;
-        }
-        let key = &item.key;
-        match ttl_problem(&ttl, now) {
-            Some(TtlProblem::NotANumber) => {
-                if let Some(v) = &item.ttl {
-                    *self.ttl_types.entry(type_name(v)).or_default() += 1;
-                }
-                self.add("ttl_not_a_number", key, keep);
-                return;
-            }
-            Some(TtlProblem::LooksLikeMilliseconds) => self.add("ttl_in_milliseconds", key, keep),
-            Some(TtlProblem::TooOld) => self.add("ttl_more_than_5_years_old", key, keep),
-            None => {}
-        }
-        if matches!(ttl, TtlValue::Missing) {
-            return; // a shard without a TTL is harmless: the sparse index skips the item
-        }
-        let shard = match &item.shard {
+/// The scanned item in the shape the pure tally reads.
+fn inspected(item: &ScannedItem) -> Inspected<'_> {
+    let ttl = ttl_value(item.ttl.as_ref());
+    Inspected {
+        key: &item.key,
+        ttl,
+        shard: match &item.shard {
             None => ShardValue::Missing,
             Some(AttributeValue::N(n)) => ShardValue::Number(n),
             Some(other) => ShardValue::Other(type_name(other)),
-        };
-        match shard_problem(shard, layout.shards) {
-            Some(ShardProblem::Missing) => self.add("ttl_without_shard", key, keep),
-            Some(ShardProblem::OutOfRange(n)) => {
-                *self.strays.entry(n).or_default() += 1;
-                self.add("shard_out_of_range", key, keep);
-            }
-            Some(ShardProblem::Invalid) => self.add("shard_invalid", key, keep),
-            None => {}
-        }
+        },
     }
 }
 
 pub async fn run(global: &Global, args: &DoctorArgs) -> anyhow::Result<Outcome> {
     let layout = global.layout()?;
     let table = global.table()?;
-    let dynamo = crate::connect(global).await?;
+    let dynamo = crate::wiring::connect(global).await?;
     let scan = TableScan::open(dynamo, table, layout.clone()).await?;
     let mut findings = Vec::new();
 
@@ -170,7 +119,7 @@ pub async fn run(global: &Global, args: &DoctorArgs) -> anyhow::Result<Outcome> 
             .await?;
             tally.scanned += page.scanned;
             for item in &page.items {
-                tally.inspect(item, &layout, now, args.examples);
+                tally.inspect(inspected(item), layout.shards, now, args.examples);
             }
             cursor = page.next;
             if tally.scanned >= budget {

@@ -14,21 +14,13 @@ mod serve;
 mod setup_cmd;
 mod status_cmd;
 mod sweep_cmd;
+mod wiring;
+
+use wiring::Outcome;
 
 use args::{Cli, Command, LogFormat};
 use clap::{CommandFactory, FromArgMatches};
-use precise_ttl_dynamodb::{ConnectOptions, Dynamo};
 use std::process::ExitCode;
-
-/// What a command wants the process to report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    Success,
-    /// Finished, but some items could not be deleted; they stay due.
-    Partial,
-    /// `doctor` found problems.
-    Findings,
-}
 
 fn main() -> ExitCode {
     // A config file's values become the flags' defaults before the one parse, so clap validates
@@ -88,17 +80,6 @@ async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Demo(args) => demo::run(&cli.global, args).await,
         Command::Bench(args) => bench::run(&cli.global, args).await,
     }
-}
-
-/// The clients every command shares, built once.
-pub async fn connect(global: &args::Global) -> Result<Dynamo, precise_ttl_dynamodb::AdapterError> {
-    Dynamo::connect(&ConnectOptions {
-        endpoint_url: global.endpoint_url.clone(),
-        region: global.region.clone(),
-        connect_timeout: global.connect_timeout,
-        attempt_timeout: global.attempt_timeout,
-    })
-    .await
 }
 
 /// `--config FILE` (or `--config=FILE`) from the command line, else `PRECISE_TTL_CONFIG`: read

@@ -1,7 +1,7 @@
 //! `precise-ttl run`: the daemon.
 
-use crate::Outcome;
 use crate::args::{DeleteModeArg, Global, RunArgs};
+use crate::wiring::Outcome;
 use precise_ttl_dynamodb::{DeleteMode, DynamoStore};
 use precise_ttl_engine::{Clock, Daemon, DaemonConfig, SystemClock};
 use std::sync::Arc;
@@ -29,7 +29,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
         Some(_) => Some(crate::serve::install_recorder()?),
         None => None,
     };
-    let dynamo = crate::connect(global).await?;
+    let dynamo = crate::wiring::connect(global).await?;
     let mode = match args.delete_mode {
         DeleteModeArg::Single => DeleteMode::Single,
         DeleteModeArg::Batch => DeleteMode::Batch,
@@ -66,7 +66,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
     let run_for = args.run_for;
     let shutdown = async move {
         tokio::select! {
-            _ = signal() => {}
+            _ = crate::wiring::signal() => {}
             _ = async {
                 match run_for {
                     Some(d) => tokio::time::sleep(d).await,
@@ -115,7 +115,7 @@ async fn run_blog(
     );
     let deadline = args.run_for.map(|d| tokio::time::Instant::now() + d);
     let mut totals = (0u64, 0u64, 0u64);
-    let stop = signal();
+    let stop = crate::wiring::signal();
     tokio::pin!(stop);
     loop {
         let pass = sweeper.pass().await?;
@@ -142,27 +142,4 @@ async fn run_blog(
         totals.0, totals.1, totals.2
     );
     Ok(Outcome::Success)
-}
-
-/// SIGINT or SIGTERM.
-pub async fn signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }

@@ -1,13 +1,13 @@
 //! `precise-ttl setup`.
 
-use crate::Outcome;
 use crate::args::{Global, SetupArgs};
+use crate::wiring::Outcome;
 use precise_ttl_dynamodb::{CreateTable, SetupOptions, setup};
 
 pub async fn run(global: &Global, args: &SetupArgs) -> anyhow::Result<Outcome> {
     let layout = global.layout()?;
     let table = global.table()?;
-    let dynamo = crate::connect(global).await?;
+    let dynamo = crate::wiring::connect(global).await?;
     let options = SetupOptions {
         create_table: match (args.create_table, &args.partition_key) {
             (true, Some(pk)) => Some(CreateTable {

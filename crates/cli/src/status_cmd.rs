@@ -1,7 +1,7 @@
 //! `precise-ttl status`: the index as seen from outside, per shard.
 
-use crate::Outcome;
 use crate::args::{Global, StatusArgs};
+use crate::wiring::Outcome;
 use precise_ttl_core::Timestamp;
 use precise_ttl_dynamodb::status::shard_status;
 use precise_ttl_dynamodb::{DynamoStore, TableShape};
@@ -10,7 +10,7 @@ use precise_ttl_engine::{Clock, SystemClock};
 pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> {
     let layout = global.layout()?;
     let table = global.table()?;
-    let dynamo = crate::connect(global).await?;
+    let dynamo = crate::wiring::connect(global).await?;
     // Same checks as the sweeper: a clear error for a missing table or index.
     DynamoStore::open(dynamo.clone(), table, layout.clone()).await?;
     let shape = TableShape::require(&dynamo, table).await?;

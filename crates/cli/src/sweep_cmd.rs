@@ -1,7 +1,7 @@
 //! `precise-ttl sweep`: one pass over every shard.
 
-use crate::Outcome;
 use crate::args::{Global, SweepArgs};
+use crate::wiring::Outcome;
 use precise_ttl_core::Backoff;
 use precise_ttl_dynamodb::DynamoStore;
 use precise_ttl_engine::{SweepConfig, Sweeper, SystemClock};
@@ -54,7 +54,7 @@ pub async fn run(global: &Global, args: &SweepArgs) -> anyhow::Result<Outcome> {
             Outcome::Success
         });
     }
-    let dynamo = crate::connect(global).await?;
+    let dynamo = crate::wiring::connect(global).await?;
     let store = DynamoStore::open(dynamo, table, layout.clone()).await?;
     let mut config = SweepConfig::new(layout.shards);
     config.concurrency = args.deletes.concurrency as usize;

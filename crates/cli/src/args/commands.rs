@@ -1,0 +1,351 @@
+//! Each command's options, and the flag groups several commands share (one flag, one meaning,
+//! one default and range wherever it appears).
+
+use super::{duration, poll_interval, positive_rate};
+use clap::{Args, ValueEnum};
+use precise_ttl_dynamodb::KeyAttribute;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Args)]
+pub struct SetupArgs {
+    /// Create the table (on demand) if it does not exist; needs --partition-key
+    #[arg(long, requires = "partition_key")]
+    pub create_table: bool,
+
+    /// Partition key for --create-table, as NAME[:S|N|B] (S by default)
+    #[arg(
+        long,
+        env = "PRECISE_TTL_PARTITION_KEY",
+        value_name = "NAME[:TYPE]",
+        requires = "create_table"
+    )]
+    pub partition_key: Option<KeyAttribute>,
+
+    /// Sort key for --create-table, as NAME[:S|N|B]
+    #[arg(
+        long,
+        env = "PRECISE_TTL_SORT_KEY",
+        value_name = "NAME[:TYPE]",
+        requires = "create_table"
+    )]
+    pub sort_key: Option<KeyAttribute>,
+
+    /// Leave native TTL as it is (do not enable it as a backstop)
+    #[arg(long, env = "PRECISE_TTL_NO_NATIVE_TTL")]
+    pub no_native_ttl: bool,
+
+    /// Return once the index is requested, without waiting for DynamoDB to build it
+    #[arg(long, env = "PRECISE_TTL_NO_WAIT")]
+    pub no_wait: bool,
+
+    /// Longest wait for the table and index to become ACTIVE
+    #[arg(long, env = "PRECISE_TTL_WAIT_TIMEOUT", default_value = "1h", value_parser = duration)]
+    pub wait_timeout: Duration,
+}
+
+/// Which index is swept.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum IndexLayout {
+    /// Ours: a sparse index on (shard Number, TTL)
+    Sharded,
+    /// The 2022 blog's: an index on (expirationWindow String, TTL)
+    BlogWindow,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum WindowFormatArg {
+    /// 2022-07-20T10:00:00.000Z (JavaScript's toISOString)
+    Millis,
+    /// 2022-07-20T10:00:00Z
+    Seconds,
+}
+
+/// Options for sweeping the 2022 blog's window index (--index-layout blog-window).
+#[derive(Debug, Args)]
+pub struct BlogArgs {
+    /// Which index to sweep: ours (sharded) or the 2022 blog's window index (blog-window; name it
+    /// with --index-name)
+    #[arg(long, env = "PRECISE_TTL_INDEX_LAYOUT", default_value = "sharded")]
+    pub index_layout: IndexLayout,
+
+    /// blog-window: the String attribute holding "<startISO>_<endISO>"
+    #[arg(
+        long,
+        env = "PRECISE_TTL_WINDOW_ATTRIBUTE",
+        default_value = "expirationWindow"
+    )]
+    pub window_attribute: String,
+
+    /// blog-window: the writers' window size (windows start at multiples of it since the epoch)
+    #[arg(long, env = "PRECISE_TTL_WINDOW_SIZE", default_value = "1m", value_parser = duration)]
+    pub window_size: Duration,
+
+    /// blog-window: how the writers spell instants in the label
+    #[arg(long, env = "PRECISE_TTL_WINDOW_FORMAT", default_value = "millis")]
+    pub window_format: WindowFormatArg,
+
+    /// blog-window: on the first run (no checkpoint yet), how far back to sweep windows
+    #[arg(long, env = "PRECISE_TTL_WINDOW_SINCE", default_value = "7d", value_parser = duration)]
+    pub window_since: Duration,
+
+    /// blog-window: every pass also re-reads this far behind the checkpoint, for late writes and
+    /// the index's eventual consistency
+    #[arg(long, env = "PRECISE_TTL_WINDOW_LOOKBACK", default_value = "5m", value_parser = duration)]
+    pub window_lookback: Duration,
+
+    /// blog-window: the control table keeping each index's "swept until" (created if missing)
+    #[arg(
+        long,
+        env = "PRECISE_TTL_CHECKPOINT_TABLE",
+        default_value = "precise-ttl-checkpoints"
+    )]
+    pub checkpoint_table: String,
+}
+
+// Flag groups: each flag means one thing, with one default and one range, in every command that
+// takes it (and so in the config file and its PRECISE_TTL_* variable).
+
+/// Delete requests in flight (`sweep`, `run`).
+#[derive(Debug, Args)]
+pub struct DeleteConcurrency {
+    /// Most delete requests in flight at once, across all shards; `run` adapts below it (halved
+    /// on throttling, grown back one at a time)
+    #[arg(long, env = "PRECISE_TTL_CONCURRENCY", default_value_t = 64,
+          value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub concurrency: u64,
+}
+
+/// Keys per query of the expiry index (`sweep`, `run`).
+#[derive(Debug, Args)]
+pub struct IndexPage {
+    /// Keys read per index query; bounds the memory each shard's reader holds
+    #[arg(long, env = "PRECISE_TTL_PAGE_SIZE", default_value_t = 500,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub page_size: u32,
+}
+
+/// Attempts per store call (`sweep`, `run`, `backfill`).
+#[derive(Debug, Args)]
+pub struct Retries {
+    /// Attempts per store call, the first included, before the item counts as an error and is
+    /// left for the next pass (throttling and 5xx are retried with backoff and jitter)
+    #[arg(long, env = "PRECISE_TTL_MAX_ATTEMPTS", default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub max_attempts: u32,
+}
+
+/// A parallel Scan (`backfill`, `doctor`).
+#[derive(Debug, Args)]
+pub struct ScanSegments {
+    /// Parallel Scan segments: DynamoDB splits the table into this many disjoint parts, read at
+    /// the same time
+    #[arg(long, env = "PRECISE_TTL_SEGMENTS", default_value_t = 4,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub segments: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    #[command(flatten)]
+    pub blog: BlogArgs,
+
+    #[command(flatten)]
+    pub deletes: DeleteConcurrency,
+
+    #[command(flatten)]
+    pub index_page: IndexPage,
+
+    /// Shards read at the same time
+    #[arg(long, env = "PRECISE_TTL_SHARD_PARALLELISM", default_value_t = 4,
+          value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub shard_parallelism: u64,
+
+    #[command(flatten)]
+    pub retries: Retries,
+
+    /// Print the report as JSON on standard output
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub blog: BlogArgs,
+
+    /// How often each shard's index is read (100ms at least)
+    #[arg(long, env = "PRECISE_TTL_POLL_INTERVAL", default_value = "1s", value_parser = poll_interval)]
+    pub poll_interval: Duration,
+
+    /// How far ahead each read looks, so items are deleted at their expiry instant
+    #[arg(long, env = "PRECISE_TTL_HORIZON", default_value = "5s", value_parser = duration)]
+    pub horizon: Duration,
+
+    /// How far back each read reaches, for items written late (at least the poll interval)
+    #[arg(long, env = "PRECISE_TTL_LOOKBACK", default_value = "2s", value_parser = duration)]
+    pub lookback: Duration,
+
+    /// Stop after this long (for scheduled runs, e.g. 55s every minute)
+    #[arg(long = "for", env = "PRECISE_TTL_FOR", value_parser = duration, value_name = "DURATION")]
+    pub run_for: Option<Duration>,
+
+    /// Serve /metrics (Prometheus) and /healthz here, e.g. 127.0.0.1:9464 (port 0: any free port)
+    #[arg(long, env = "PRECISE_TTL_METRICS_ADDR", value_name = "ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+
+    /// Cap on items deleted per second (default: as fast as the table allows)
+    #[arg(long, env = "PRECISE_TTL_MAX_DELETES_PER_SECOND", value_parser = positive_rate)]
+    pub max_deletes_per_second: Option<f64>,
+
+    #[command(flatten)]
+    pub deletes: DeleteConcurrency,
+
+    #[command(flatten)]
+    pub retries: Retries,
+
+    /// How deletes are sent: PartiQL batches of up to 25 conditional DELETEs when several items
+    /// are due at once (one alone otherwise), or one DeleteItem per item
+    #[arg(long, env = "PRECISE_TTL_DELETE_MODE", default_value = "batch")]
+    pub delete_mode: DeleteModeArg,
+
+    #[command(flatten)]
+    pub index_page: IndexPage,
+
+    /// How often to look for due items on shard values from --shards up to 1023 (left by
+    /// writers with a larger shard count) and sweep them; 0s: never
+    #[arg(long, env = "PRECISE_TTL_STRAY_CHECK_INTERVAL", default_value = "5m", value_parser = duration)]
+    pub stray_check_interval: Duration,
+
+    /// In batch mode, how long a due item may wait for others to share its request (0: never)
+    #[arg(long, env = "PRECISE_TTL_BATCH_LINGER", default_value = "5ms", value_parser = duration)]
+    pub batch_linger: Duration,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum DeleteModeArg {
+    Single,
+    Batch,
+}
+
+#[derive(Debug, Args)]
+pub struct BackfillArgs {
+    #[command(flatten)]
+    pub scan: ScanSegments,
+
+    /// Shard writes in flight per Scan segment
+    #[arg(long, env = "PRECISE_TTL_WRITES_IN_FLIGHT", default_value_t = 16,
+          value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub writes_in_flight: u64,
+
+    /// Cap on shard writes per second, across all segments (default: no cap)
+    #[arg(long, env = "PRECISE_TTL_MAX_WRITES_PER_SECOND", value_parser = positive_rate)]
+    pub max_writes_per_second: Option<f64>,
+
+    /// Items read per Scan page (DynamoDB also stops a page at 1 MB)
+    #[arg(long, env = "PRECISE_TTL_SCAN_PAGE_SIZE", default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub scan_page_size: u32,
+
+    /// Where progress is saved (default: precise-ttl-backfill-<table>.json here)
+    #[arg(long, env = "PRECISE_TTL_CHECKPOINT", value_name = "FILE")]
+    pub checkpoint: Option<std::path::PathBuf>,
+
+    /// Ignore an existing checkpoint and scan from the start
+    #[arg(long)]
+    pub restart: bool,
+
+    #[command(flatten)]
+    pub retries: Retries,
+
+    /// Print the summary as JSON on standard output
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Inspect a random sample of about this many items instead of the whole table
+    #[arg(long, env = "PRECISE_TTL_SAMPLE", value_parser = clap::value_parser!(u64).range(1..))]
+    pub sample: Option<u64>,
+
+    #[command(flatten)]
+    pub scan: ScanSegments,
+
+    /// Example keys shown per finding
+    #[arg(long, default_value_t = 3)]
+    pub examples: usize,
+
+    /// Print the findings as JSON on standard output
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Items that expire during the demo
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub items: u64,
+
+    /// Their TTLs are spread over this long, starting two seconds ahead
+    #[arg(long, default_value = "5s", value_parser = duration)]
+    pub spread: Duration,
+
+    /// How often the daemon reads the index (deletes still happen at each expiry instant)
+    #[arg(long, default_value = "1s", value_parser = poll_interval)]
+    pub interval: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Items whose TTLs fall during the run (deleted on time: the precision measurement)
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=5_000_000))]
+    pub items: u64,
+
+    /// Their TTLs are spread evenly over this long
+    #[arg(long, default_value = "10s", value_parser = crate::args::duration)]
+    pub spread: Duration,
+
+    /// Items already expired when the sweeper starts (the catch-up scenario)
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=5_000_000))]
+    pub backlog: u64,
+
+    /// How long after the last TTL to wait for stragglers before judging what is left
+    #[arg(long, default_value = "3s", value_parser = crate::args::duration)]
+    pub grace: Duration,
+
+    /// After the grace period, how long to wait at most for a backlog to be cleared
+    #[arg(long, default_value = "15m", value_parser = crate::args::duration)]
+    pub timeout: Duration,
+
+    /// Items written to measure the raw conditional-delete rate (0: skip)
+    #[arg(long, default_value_t = 4000)]
+    pub raw_items: u64,
+
+    /// Scenario name, used for the report files
+    #[arg(long, default_value = "bench")]
+    pub name: String,
+
+    /// Folder for the report files (JSON, Markdown, SVG plot)
+    #[arg(long, default_value = "bench-results")]
+    pub out: PathBuf,
+
+    /// The daemon's poll interval
+    #[arg(long, default_value = "1s", value_parser = crate::args::poll_interval)]
+    pub poll_interval: Duration,
+
+    /// The daemon's delete mode
+    #[arg(long, default_value = "batch")]
+    pub delete_mode: DeleteModeArg,
+
+    /// Extra arguments for `precise-ttl run` (repeat the flag for each)
+    #[arg(long = "daemon-arg", allow_hyphen_values = true)]
+    pub daemon_args: Vec<String>,
+}
