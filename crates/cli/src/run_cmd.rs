@@ -54,7 +54,9 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
 
     let mut where_metrics = String::new();
     if let (Some(addr), Some(prometheus)) = (args.metrics_addr, prometheus) {
-        let stale = (args.poll_interval * 10).max(Duration::from_secs(30));
+        let stale = args
+            .unhealthy_after
+            .unwrap_or_else(|| (args.poll_interval * 10).max(Duration::from_secs(30)));
         let bound = crate::serve::serve(addr, prometheus, daemon.handle(), stale).await?;
         where_metrics = format!(", metrics on http://{bound}/metrics");
     }

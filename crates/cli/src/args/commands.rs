@@ -194,6 +194,11 @@ pub struct RunArgs {
     #[arg(long, env = "PRECISE_TTL_METRICS_ADDR", value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
 
+    /// /healthz answers 503 once no index read has succeeded for this long (default: ten poll
+    /// intervals, at least 30s); point a liveness probe at it
+    #[arg(long, env = "PRECISE_TTL_UNHEALTHY_AFTER", value_parser = duration, value_name = "DURATION")]
+    pub unhealthy_after: Option<Duration>,
+
     /// Cap on items deleted per second (default: as fast as the table allows)
     #[arg(long, env = "PRECISE_TTL_MAX_DELETES_PER_SECOND", value_parser = positive_rate)]
     pub max_deletes_per_second: Option<f64>,

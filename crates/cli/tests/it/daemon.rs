@@ -147,6 +147,55 @@ async fn sigterm_stops_the_daemon_cleanly_and_metrics_are_served() {
     );
 }
 
+/// `/healthz` is what a liveness probe watches: 200 while index reads succeed, 503 once they
+/// have failed for `--unhealthy-after`, 200 again when the store is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_turns_503_while_the_store_is_unreachable_and_recovers() {
+    let table = table_with_index().await;
+    let proxy = crate::proxy::FaultProxy::start(crate::support::endpoint()).await;
+    let exe = assert_cmd::cargo::cargo_bin("precise-ttl");
+    let mut child = Command::new(exe)
+        .args(["run", "--table", &table.name, "--endpoint-url", &proxy.url])
+        .args(["--poll-interval", "100ms", "--metrics-addr", "127.0.0.1:0"])
+        .args(["--unhealthy-after", "1s", "--attempt-timeout", "500ms"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let url = first[first.find("http://").expect("metrics URL printed")..].trim();
+    let healthz = format!("{}/healthz", url.trim_end_matches("/metrics"));
+    let status_becomes = |code: &'static str| {
+        let healthz = healthz.clone();
+        async move {
+            let started = Instant::now();
+            loop {
+                let answer = http_get(&healthz);
+                let status = answer.split(' ').nth(1).unwrap_or_default();
+                if status == code {
+                    return;
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(20),
+                    "/healthz never answered {code}: {answer}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    status_becomes("200").await;
+    proxy.set(crate::proxy::Faults {
+        down: true,
+        ..Default::default()
+    });
+    status_becomes("503").await;
+    proxy.set(crate::proxy::Faults::default());
+    status_becomes("200").await;
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 fn http_get(url: &str) -> String {
     use std::io::{Read, Write};
     let rest = url.strip_prefix("http://").unwrap();
