@@ -245,3 +245,85 @@ where
     let class = classify(&err);
     StoreError::new(class, format!("{operation}: {}", describe(&err))).with_source(err)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_dynamodb::error::ErrorMetadata;
+    use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+    use aws_smithy_runtime_api::http::StatusCode;
+    use aws_smithy_types::body::SdkBody;
+
+    /// An error as the SDK hands it over for an HTTP answer with this status, `__type` code and
+    /// message.
+    fn answered(status: u16, code: &str, message: &str) -> SdkError<DeleteItemError, HttpResponse> {
+        let meta = ErrorMetadata::builder().code(code).message(message).build();
+        SdkError::service_error(
+            DeleteItemError::generic(meta),
+            HttpResponse::new(StatusCode::try_from(status).unwrap(), SdkBody::empty()),
+        )
+    }
+
+    #[test]
+    fn service_answers_are_classified_as_the_engine_acts_on_them() {
+        for (status, code, class) in [
+            (400, "ThrottlingException", ErrorClass::Throttled),
+            (
+                400,
+                "ProvisionedThroughputExceededException",
+                ErrorClass::Throttled,
+            ),
+            (400, "RequestLimitExceeded", ErrorClass::Throttled),
+            (500, "InternalServerError", ErrorClass::Transient),
+            (503, "ServiceUnavailable", ErrorClass::Transient),
+            (502, "", ErrorClass::Transient),
+            (400, "TransactionConflictException", ErrorClass::Transient),
+            (
+                400,
+                "ConditionalCheckFailedException",
+                ErrorClass::ConditionFailed,
+            ),
+            (400, "ResourceNotFoundException", ErrorClass::Fatal),
+            (400, "AccessDeniedException", ErrorClass::Fatal),
+            (400, "ValidationException", ErrorClass::Fatal),
+        ] {
+            let err = answered(status, code, "m");
+            assert_eq!(classify(&err), class, "{status} {code}");
+            let stored = store_error("DeleteItem", err);
+            assert_eq!(stored.class, class);
+            assert!(
+                !stored.message.contains('\n'),
+                "one line: {}",
+                stored.message
+            );
+        }
+    }
+
+    #[test]
+    fn transport_failures_are_transient_and_access_is_named() {
+        let timeout: SdkError<DeleteItemError, HttpResponse> = SdkError::timeout_error("slow");
+        assert_eq!(classify(&timeout), ErrorClass::Transient);
+        let denied = AdapterError::from_sdk(
+            "DescribeTable",
+            "https://dynamodb.eu-west-1.amazonaws.com",
+            answered(400, "AccessDeniedException", "not allowed"),
+        );
+        assert!(
+            matches!(denied, AdapterError::AccessDenied { .. }),
+            "{denied}"
+        );
+        assert_eq!(denied.class(), ErrorClass::Fatal);
+        let missing = AdapterError::from_sdk(
+            "Query",
+            "e",
+            answered(400, "ResourceNotFoundException", "no such index"),
+        );
+        assert_eq!(missing.class(), ErrorClass::Fatal);
+        let busy = AdapterError::from_sdk(
+            "Query",
+            "e",
+            answered(400, "ThrottlingException", "slow down"),
+        );
+        assert_eq!(busy.class(), ErrorClass::Throttled);
+    }
+}

@@ -378,3 +378,35 @@ impl ExpiryStore for DynamoStore {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_statement_batch_errors_are_classified_like_whole_calls() {
+        use BatchStatementErrorCodeEnum as C;
+        for (code, class) in [
+            (C::ConditionalCheckFailed, ErrorClass::ConditionFailed),
+            (C::ThrottlingError, ErrorClass::Throttled),
+            (C::ProvisionedThroughputExceeded, ErrorClass::Throttled),
+            (C::RequestLimitExceeded, ErrorClass::Throttled),
+            (C::InternalServerError, ErrorClass::Transient),
+            (C::TransactionConflict, ErrorClass::Transient),
+            (C::ValidationError, ErrorClass::Fatal),
+            (C::AccessDenied, ErrorClass::Fatal),
+            (C::ResourceNotFound, ErrorClass::Fatal),
+        ] {
+            assert_eq!(batch_error_class(Some(&code)), class, "{code:?}");
+        }
+    }
+
+    #[test]
+    fn the_partiql_delete_names_every_key_and_ends_with_the_expiry_rule() {
+        assert_eq!(
+            partiql_delete("t", &["pk".into(), "sk".into()], "ttl"),
+            "DELETE FROM \"t\" WHERE \"pk\" = ? AND \"sk\" = ? AND \
+             attribute_type(\"ttl\", 'N') AND \"ttl\" BETWEEN ? AND ?"
+        );
+    }
+}
