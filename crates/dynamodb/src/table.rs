@@ -126,28 +126,28 @@ impl TableShape {
             cap: std::time::Duration::from_secs(2),
             max_attempts: 8,
         };
-        let mut attempt = 1;
-        loop {
-            let err = match dynamo.query.describe_table().table_name(table).send().await {
-                Ok(out) => return Ok(out.table.as_ref().map(Self::from_description)),
-                Err(e)
-                    if e.as_service_error()
-                        .is_some_and(|se| se.is_resource_not_found_exception()) =>
-                {
-                    return Ok(None);
+        let endpoint = dynamo.describe_endpoint();
+        precise_ttl_engine::retry::with_backoff_by(
+            &backoff,
+            |e: &AdapterError| match e {
+                AdapterError::Call { class, .. } => *class,
+                _ => precise_ttl_core::ErrorClass::Fatal,
+            },
+            || {},
+            || async {
+                match dynamo.query.describe_table().table_name(table).send().await {
+                    Ok(out) => Ok(out.table.as_ref().map(Self::from_description)),
+                    Err(e)
+                        if e.as_service_error()
+                            .is_some_and(|se| se.is_resource_not_found_exception()) =>
+                    {
+                        Ok(None)
+                    }
+                    Err(e) => Err(AdapterError::from_sdk("DescribeTable", &endpoint, e)),
                 }
-                Err(e) => AdapterError::from_sdk("DescribeTable", &dynamo.describe_endpoint(), e),
-            };
-            match err {
-                AdapterError::Call { class, .. }
-                    if class.is_retryable() && backoff.may_retry_after(attempt) =>
-                {
-                    tokio::time::sleep(backoff.delay(attempt, fastrand::f64())).await;
-                    attempt += 1;
-                }
-                err => return Err(err),
-            }
-        }
+            },
+        )
+        .await
     }
 
     /// Describes `table`, which must exist.
