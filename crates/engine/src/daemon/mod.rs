@@ -23,6 +23,7 @@
 mod config;
 mod dispatch;
 mod readers;
+mod schedule;
 mod status;
 
 pub use config::{DaemonConfig, DaemonError, DaemonReport};

@@ -1,0 +1,208 @@
+//! The dispatcher's scheduling policy, without tasks or channels: which items go into the next
+//! delete request, and when. Items read ahead wait in a timer heap until their expiry instant;
+//! due items go before backlog items; a short run of due items may linger to share a request;
+//! backlog items in flight are capped (every one queued at the store delays an item expiring
+//! now); an optional token bucket caps the rate.
+
+use super::Work;
+use super::config::DaemonConfig;
+use precise_ttl_core::{Expiry, Timestamp, TokenBucket};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What to do next.
+#[derive(Debug)]
+pub(super) enum Next<K> {
+    /// Send these items in one request.
+    Send { batch: Vec<Work<K>>, backlog: bool },
+    /// The rate cap says wait this long before sending.
+    Throttle(Duration),
+    /// Nothing to send now: wake within `wake_in` (a timer or the linger ends; `None`: only an
+    /// event can change that), and take more backlog items if `take_backlog`.
+    Idle {
+        wake_in: Option<Duration>,
+        take_backlog: bool,
+    },
+}
+
+pub(super) struct Schedule<K> {
+    heap: BinaryHeap<Reverse<Scheduled<K>>>,
+    ready: VecDeque<Work<K>>,
+    backlog: VecDeque<Work<K>>,
+    seq: u64,
+    bucket: Option<TokenBucket>,
+    max_batch: usize,
+    max_scheduled: usize,
+    max_backlog: usize,
+    backlog_in_flight: usize,
+    linger: Duration,
+    /// When the oldest item in `ready` became due, for the linger.
+    ready_since: Option<Instant>,
+}
+
+impl<K> Schedule<K> {
+    /// `store_batch`: the most items the store takes in one request.
+    pub fn new(config: &DaemonConfig, store_batch: usize) -> Self {
+        let max_batch = config.max_batch.clamp(1, store_batch.max(1));
+        Schedule {
+            heap: BinaryHeap::new(),
+            ready: VecDeque::new(),
+            backlog: VecDeque::new(),
+            seq: 0,
+            bucket: config
+                .max_deletes_per_second
+                .map(|r| TokenBucket::new(r, (r / 10.0).max(max_batch as f64))),
+            max_batch,
+            max_scheduled: config.max_scheduled,
+            max_backlog: config.max_backlog_in_flight.max(1),
+            backlog_in_flight: 0,
+            linger: if max_batch > 1 {
+                config.batch_linger
+            } else {
+                Duration::ZERO
+            },
+            ready_since: None,
+        }
+    }
+
+    /// Whether the timer heap takes more read-ahead items.
+    pub fn has_room(&self) -> bool {
+        self.heap.len() < self.max_scheduled
+    }
+
+    /// An item read ahead (or just due): it waits for its expiry instant.
+    pub fn schedule(&mut self, work: Work<K>) {
+        self.seq += 1;
+        self.heap.push(Reverse(Scheduled {
+            expiry: work.item.expiry,
+            seq: self.seq,
+            work,
+        }));
+    }
+
+    pub fn add_backlog(&mut self, work: Work<K>) {
+        self.backlog.push_back(work);
+    }
+
+    /// Moves every item whose expiry has come (by `now`, the wall clock) to the ready queue.
+    pub fn promote_due(&mut self, now: Timestamp, mono: Instant) {
+        while self
+            .heap
+            .peek()
+            .is_some_and(|Reverse(s)| s.expiry.at() <= now)
+        {
+            let Reverse(s) = self.heap.pop().expect("peeked");
+            self.ready.push_back(s.work);
+        }
+        if self.ready.is_empty() {
+            self.ready_since = None;
+        } else if self.ready_since.is_none() {
+            self.ready_since = Some(mono);
+        }
+    }
+
+    /// Whether backlog items should be taken in now: nothing due is waiting, a request slot is
+    /// free, the backlog's share of requests in flight has room, and less than a batch is queued.
+    pub fn wants_backlog(&self, slot_free: bool) -> bool {
+        self.ready.is_empty()
+            && self.backlog.len() < self.max_batch
+            && slot_free
+            && self.backlog_in_flight < self.max_backlog
+    }
+
+    /// The decision, at wall time `now` and monotonic `mono`, with or without a free slot.
+    pub fn next(&mut self, now: Timestamp, mono: Instant, slot_free: bool) -> Next<K> {
+        // Hold a short run of due items back to share one request, unless a request's worth is
+        // already there, or backlog items are waiting: those would go first meanwhile, and due
+        // items must never wait behind the backlog.
+        let lingering = self
+            .ready_since
+            .filter(|_| {
+                self.ready.len() < self.max_batch
+                    && !self.linger.is_zero()
+                    && self.backlog.is_empty()
+            })
+            .map(|since| since + self.linger)
+            .filter(|until| *until > mono);
+        let backlog_room = self.backlog_in_flight < self.max_backlog;
+        let source = if !self.ready.is_empty() && lingering.is_none() {
+            Some(false)
+        } else if !self.backlog.is_empty() && backlog_room {
+            Some(true)
+        } else {
+            None
+        };
+        if let (Some(backlog), true) = (source, slot_free) {
+            let queue = if backlog {
+                &mut self.backlog
+            } else {
+                &mut self.ready
+            };
+            let mut n = queue.len().min(self.max_batch);
+            if backlog {
+                n = n.min(self.max_backlog - self.backlog_in_flight);
+            }
+            if let Some(bucket) = self.bucket.as_mut()
+                && let Err(wait) = bucket.take(now, n as f64)
+            {
+                return Next::Throttle(wait);
+            }
+            let batch: Vec<_> = queue.drain(..n).collect();
+            if backlog {
+                self.backlog_in_flight += n;
+            } else {
+                self.ready_since = (!self.ready.is_empty()).then_some(mono);
+            }
+            return Next::Send { batch, backlog };
+        }
+        let next_expiry = self.heap.peek().map(|Reverse(s)| s.expiry.at());
+        let mut wake_in =
+            next_expiry.map(|t| Duration::from_millis(t.millis_since(now).max(0) as u64));
+        if let Some(until) = lingering {
+            let d = until.saturating_duration_since(mono);
+            wake_in = Some(wake_in.map_or(d, |w| w.min(d)));
+        }
+        Next::Idle {
+            wake_in,
+            take_backlog: self.backlog.len() < self.max_batch
+                && self.ready.is_empty()
+                && lingering.is_none()
+                && slot_free
+                && backlog_room,
+        }
+    }
+
+    /// A request that carried `backlog_items` backlog items has finished.
+    pub fn settled(&mut self, backlog_items: usize) {
+        self.backlog_in_flight -= backlog_items;
+    }
+}
+
+/// Scheduled read-ahead item, ordered by expiry.
+struct Scheduled<K> {
+    expiry: Expiry,
+    seq: u64,
+    work: Work<K>,
+}
+
+impl<K> PartialEq for Scheduled<K> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.expiry, self.seq) == (other.expiry, other.seq)
+    }
+}
+impl<K> Eq for Scheduled<K> {}
+impl<K> PartialOrd for Scheduled<K> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<K> Ord for Scheduled<K> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.expiry, self.seq).cmp(&(other.expiry, other.seq))
+    }
+}
+
+#[cfg(test)]
+mod tests;

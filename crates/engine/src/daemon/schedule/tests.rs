@@ -1,0 +1,137 @@
+//! The scheduling policy on its own: instants are arguments, no tasks run.
+
+use super::*;
+use crate::store::DueItem;
+use precise_ttl_core::{Shard, ShardCount};
+
+const T0: i64 = 1_800_000_000_000;
+
+fn at(ms: i64) -> Timestamp {
+    Timestamp::from_millis(T0 + ms)
+}
+
+fn work(key: u32, expires_ms: i64) -> Work<u32> {
+    Work {
+        shard: Shard(0),
+        item: DueItem {
+            key,
+            expiry: Expiry::at_instant(at(expires_ms)),
+        },
+    }
+}
+
+fn config() -> DaemonConfig {
+    let mut c = DaemonConfig::new(ShardCount::new(1).unwrap());
+    c.max_batch = 25;
+    c.batch_linger = Duration::from_millis(5);
+    c.max_backlog_in_flight = 50;
+    c
+}
+
+fn sent(next: Next<u32>) -> (Vec<u32>, bool) {
+    match next {
+        Next::Send { batch, backlog } => (batch.iter().map(|w| w.item.key).collect(), backlog),
+        other => panic!("expected a request, got {other:?}"),
+    }
+}
+
+#[test]
+fn items_wait_for_their_expiry_then_linger_briefly_to_share_a_request() {
+    let mut s = Schedule::new(&config(), 25);
+    let mono = Instant::now();
+    s.schedule(work(1, 100));
+    s.promote_due(at(0), mono);
+    match s.next(at(0), mono, true) {
+        Next::Idle { wake_in, .. } => assert_eq!(wake_in, Some(Duration::from_millis(100))),
+        other => panic!("{other:?}"),
+    }
+    s.promote_due(at(100), mono);
+    match s.next(at(100), mono, true) {
+        Next::Idle { wake_in, .. } => assert_eq!(wake_in, Some(Duration::from_millis(5))),
+        other => panic!("lingers: {other:?}"),
+    }
+    s.schedule(work(2, 101));
+    s.promote_due(at(102), mono + Duration::from_millis(2));
+    let later = mono + Duration::from_millis(5);
+    assert_eq!(sent(s.next(at(105), later, true)), (vec![1, 2], false));
+}
+
+#[test]
+fn a_full_request_does_not_linger_and_due_items_go_before_the_backlog() {
+    let mut s = Schedule::new(&config(), 25);
+    let mono = Instant::now();
+    for k in 0..10 {
+        s.add_backlog(work(1000 + k, -60_000));
+    }
+    for k in 0..30 {
+        s.schedule(work(k, 0));
+    }
+    s.promote_due(at(0), mono);
+    assert!(!s.wants_backlog(true), "due items are waiting");
+    let (first, backlog) = sent(s.next(at(0), mono, true));
+    assert_eq!((first.len(), backlog), (25, false));
+    // Five due items left: with backlog items waiting they do not linger (the backlog would go
+    // first meanwhile); they go at once, then the backlog.
+    let (rest, backlog) = sent(s.next(at(0), mono, true));
+    assert_eq!((rest.len(), backlog), (5, false));
+    let (old, backlog) = sent(s.next(at(5), mono + Duration::from_millis(5), true));
+    assert_eq!((old.len(), backlog), (10, true));
+}
+
+#[test]
+fn backlog_requests_in_flight_are_capped_until_one_settles() {
+    let mut s = Schedule::new(&config(), 25);
+    let mono = Instant::now();
+    for k in 0..100 {
+        s.add_backlog(work(k, -60_000));
+    }
+    assert_eq!(sent(s.next(at(0), mono, true)).0.len(), 25);
+    assert_eq!(sent(s.next(at(0), mono, true)).0.len(), 25);
+    assert!(matches!(s.next(at(0), mono, true), Next::Idle { .. }));
+    assert!(!s.wants_backlog(true));
+    s.settled(25);
+    assert_eq!(sent(s.next(at(0), mono, true)).0.len(), 25);
+}
+
+#[test]
+fn without_a_free_slot_nothing_is_sent() {
+    let mut s = Schedule::new(&config(), 25);
+    let mono = Instant::now();
+    for k in 0..25 {
+        s.schedule(work(k, 0));
+    }
+    s.promote_due(at(0), mono);
+    assert!(matches!(s.next(at(0), mono, false), Next::Idle { .. }));
+    assert_eq!(sent(s.next(at(0), mono, true)).0.len(), 25);
+}
+
+#[test]
+fn the_rate_cap_holds_requests_back() {
+    let mut c = config();
+    c.max_deletes_per_second = Some(100.0);
+    let mut s = Schedule::new(&c, 25);
+    let mono = Instant::now();
+    for k in 0..100 {
+        s.add_backlog(work(k, -60_000));
+    }
+    // The bucket starts with one request's worth (25).
+    assert_eq!(sent(s.next(at(0), mono, true)).0.len(), 25);
+    match s.next(at(0), mono, true) {
+        Next::Throttle(wait) => {
+            assert!(wait > Duration::ZERO && wait <= Duration::from_millis(250))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(sent(s.next(at(250), mono, true)).0.len(), 25);
+}
+
+#[test]
+fn a_store_without_batches_gets_one_item_per_request_and_no_linger() {
+    let mut s = Schedule::new(&config(), 1);
+    let mono = Instant::now();
+    s.schedule(work(1, 0));
+    s.schedule(work(2, 0));
+    s.promote_due(at(0), mono);
+    assert_eq!(sent(s.next(at(0), mono, true)).0, vec![1]);
+    assert_eq!(sent(s.next(at(0), mono, true)).0, vec![2]);
+}
