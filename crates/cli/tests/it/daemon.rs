@@ -292,73 +292,59 @@ async fn a_config_file_sets_what_flags_do_not() {
 #[test]
 fn bench_runs_end_to_end_on_a_small_load_with_batch_deletes() {
     let out = std::env::temp_dir().join(format!("precise-ttl-bench-{}", fastrand::u64(..)));
-    precise_ttl()
-        .args([
-            "bench",
-            "--items",
-            "300",
+    small_bench(
+        &out,
+        "small",
+        &[
             "--spread",
             "2s",
             "--raw-items",
             "200",
             "--grace",
             "2s",
-        ])
-        .args([
-            "--poll-interval",
-            "250ms",
             "--delete-mode",
             "batch",
-            "--name",
-            "small",
-        ])
-        .args(["--out", out.to_str().unwrap()])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains(
-            "| deleted / expected | 300 / 300 |",
-        ))
-        .stdout(predicate::str::contains("| wrong deletions | 0 |"));
+        ],
+    );
     for ext in ["json", "md", "svg"] {
         assert!(out.join(format!("small.{ext}")).is_file(), "{ext}");
     }
     std::fs::remove_dir_all(&out).ok();
 }
 
-#[test]
-fn bench_with_other_attribute_names_deletes_everything() {
-    let out = std::env::temp_dir().join(format!("precise-ttl-bench-{}", fastrand::u64(..)));
+/// A 300-item bench into `out/<name>.*` that must delete all 300 and nothing wrong.
+fn small_bench(out: &std::path::Path, name: &str, extra: &[&str]) {
     precise_ttl()
-        .args([
-            "bench",
-            "--items",
-            "300",
-            "--spread",
-            "3s",
-            "--raw-items",
-            "0",
-        ])
-        .args([
-            "--ttl-attribute",
-            "expires_at",
-            "--shard-attribute",
-            "bucket",
-        ])
-        .args([
-            "--poll-interval",
-            "250ms",
-            "--timeout",
-            "20s",
-            "--name",
-            "names",
-        ])
-        .args(["--out", out.to_str().unwrap()])
+        .args(["bench", "--items", "300", "--poll-interval", "250ms"])
+        .args(extra)
+        .args(["--name", name, "--out", out.to_str().unwrap()])
         .assert()
         .success()
         .stdout(predicate::str::contains(
             "| deleted / expected | 300 / 300 |",
         ))
         .stdout(predicate::str::contains("| wrong deletions | 0 |"));
+}
+
+#[test]
+fn bench_with_other_attribute_names_deletes_everything() {
+    let out = std::env::temp_dir().join(format!("precise-ttl-bench-{}", fastrand::u64(..)));
+    small_bench(
+        &out,
+        "names",
+        &[
+            "--spread",
+            "3s",
+            "--raw-items",
+            "0",
+            "--ttl-attribute",
+            "expires_at",
+            "--shard-attribute",
+            "bucket",
+            "--timeout",
+            "20s",
+        ],
+    );
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("names.json")).unwrap()).unwrap();
     assert_eq!(json["report"]["left_behind"]["total"], 0);

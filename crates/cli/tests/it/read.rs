@@ -39,6 +39,18 @@ fn ttl_shapes(
     (shapes, live)
 }
 
+/// One item per shape, keyed by the shape's name.
+async fn put_shapes(table: &TestTable, shapes: &[(&'static str, Option<AttributeValue>)]) {
+    let items = shapes
+        .iter()
+        .map(|(pk, ttl)| match ttl {
+            Some(ttl) => item(pk, &[("ttl", ttl.clone()), ("body", s("x"))]),
+            None => item(pk, &[("body", s("x"))]),
+        })
+        .collect();
+    table.put_many(items).await;
+}
+
 fn attribute(item: &Item, name: &str) -> String {
     match item.get(name) {
         Some(AttributeValue::S(v)) => v.clone(),
@@ -55,17 +67,7 @@ async fn scan_and_get_item_hide_exactly_the_items_native_ttl_counts_as_expired()
     let table = TestTable::bare().await;
     let written_at = now();
     let (shapes, live) = ttl_shapes(written_at);
-    table
-        .put_many(
-            shapes
-                .iter()
-                .map(|(pk, ttl)| match ttl {
-                    Some(ttl) => item(pk, &[("ttl", ttl.clone()), ("body", s("x"))]),
-                    None => item(pk, &[("body", s("x"))]),
-                })
-                .collect(),
-        )
-        .await;
+    put_shapes(&table, &shapes).await;
     let read_at = now();
 
     let scan = table
@@ -200,17 +202,7 @@ async fn the_delete_condition_the_partiql_delete_and_the_read_filter_agree() {
         let (mut shapes, mut live) = ttl_shapes(now());
         shapes.retain(|(pk, _)| *pk != "live-string-ttl");
         live.remove("live-string-ttl");
-        table
-            .put_many(
-                shapes
-                    .iter()
-                    .map(|(pk, ttl)| match ttl {
-                        Some(ttl) => item(pk, &[("ttl", ttl.clone())]),
-                        None => item(pk, &[("body", s("x"))]),
-                    })
-                    .collect(),
-            )
-            .await;
+        put_shapes(&table, &shapes).await;
         let at = now();
 
         let scan = table

@@ -100,15 +100,9 @@ fn target() -> BackfillTarget {
     }
 }
 
-#[tokio::test]
-async fn a_page_with_a_failed_write_is_read_again_by_the_resumed_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("checkpoint.json");
-    let table = Table::new(10);
-    table.failing.lock().unwrap().insert("k4".into());
-
-    let (checkpoint, _) = CheckpointFile::open(&path, &target(), false).unwrap();
-    let first = run(
+/// A run that nothing stops early.
+async fn run_to_the_end(table: &Table, checkpoint: CheckpointFile) -> BackfillReport {
+    run(
         table.clone(),
         SystemClock,
         checkpoint,
@@ -117,7 +111,18 @@ async fn a_page_with_a_failed_write_is_read_again_by_the_resumed_run() {
         std::future::pending(),
     )
     .await
-    .unwrap();
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_page_with_a_failed_write_is_read_again_by_the_resumed_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("checkpoint.json");
+    let table = Table::new(10);
+    table.failing.lock().unwrap().insert("k4".into());
+
+    let (checkpoint, _) = CheckpointFile::open(&path, &target(), false).unwrap();
+    let first = run_to_the_end(&table, checkpoint).await;
     assert_eq!(first.errors, 1);
     assert!(
         !first.complete,
@@ -135,16 +140,7 @@ async fn a_page_with_a_failed_write_is_read_again_by_the_resumed_run() {
             segments: 1
         }
     );
-    let second = run(
-        table.clone(),
-        SystemClock,
-        checkpoint,
-        options(),
-        Arc::new(Quiet),
-        std::future::pending(),
-    )
-    .await
-    .unwrap();
+    let second = run_to_the_end(&table, checkpoint).await;
     assert!(second.complete);
     assert_eq!(second.errors, 0);
     let shards = table.shards.lock().unwrap();
