@@ -4,7 +4,8 @@
 use precise_ttl_core::{Backoff, DueWindow, ErrorClass, Shard, ShardCount, Timestamp};
 use precise_ttl_engine::memory::{Call, MemItem, MemTtl, MemoryStore};
 use precise_ttl_engine::{
-    Clock, DeleteOutcome, DuePage, ExpiryStore, StoreError, SweepConfig, SweepError, Sweeper,
+    Clock, DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError, SweepConfig, SweepError,
+    Sweeper,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -103,11 +104,18 @@ async fn deletes_every_due_item_across_pages_and_shards_and_nothing_else() {
     assert_eq!(store.len(), 9);
 }
 
-/// Extends the TTL of every item it returns, after the index read and before any delete: the
-/// deterministic form of a writer racing the sweeper.
-struct ExtendAfterQuery(MemoryStore);
+/// What a test does after each index read: change the store, or fail the read.
+type AfterQuery =
+    Box<dyn Fn(&MemoryStore, Shard, &[DueItem<String>]) -> Result<(), StoreError> + Send + Sync>;
 
-impl ExpiryStore for ExtendAfterQuery {
+/// The reference store with a hook after every index read: the deterministic form of a writer
+/// racing the sweeper, or of a read that fails for some shards only.
+struct Hooked {
+    inner: MemoryStore,
+    after_query: AfterQuery,
+}
+
+impl ExpiryStore for Hooked {
     type Key = String;
     type Cursor = <MemoryStore as ExpiryStore>::Cursor;
 
@@ -118,12 +126,8 @@ impl ExpiryStore for ExtendAfterQuery {
         cursor: Option<Self::Cursor>,
         limit: u32,
     ) -> Result<DuePage<String, Self::Cursor>, StoreError> {
-        let page = self.0.due_page(shard, window, cursor, limit).await?;
-        for item in &page.items {
-            if item.key.starts_with("extended") {
-                self.0.put(item.key.clone(), num(NOW_S + 3600, shard.0));
-            }
-        }
+        let page = self.inner.due_page(shard, window, cursor, limit).await?;
+        (self.after_query)(&self.inner, shard, &page.items)?;
         Ok(page)
     }
 
@@ -132,7 +136,7 @@ impl ExpiryStore for ExtendAfterQuery {
         key: &String,
         window: DueWindow,
     ) -> Result<DeleteOutcome, StoreError> {
-        self.0.delete_if_due(key, window).await
+        self.inner.delete_if_due(key, window).await
     }
 }
 
@@ -141,14 +145,23 @@ async fn an_item_extended_between_query_and_delete_survives_and_counts_as_skippe
     let inner = MemoryStore::new();
     inner.put("extended-1", num(NOW_S - 1, 0));
     inner.put("plain", num(NOW_S - 1, 0));
-    let store = Arc::new(ExtendAfterQuery(inner));
+    // Extends the TTL of every "extended" item a read returns, before any delete.
+    let store = Arc::new(Hooked {
+        inner,
+        after_query: Box::new(|store, shard, items| {
+            for item in items.iter().filter(|i| i.key.starts_with("extended")) {
+                store.put(item.key.clone(), num(NOW_S + 3600, shard.0));
+            }
+            Ok(())
+        }),
+    });
     let report = Sweeper::new(Arc::clone(&store), clock(), config(1))
         .sweep_once()
         .await
         .unwrap();
     assert_eq!((report.deleted, report.skipped), (1, 1));
-    assert_eq!(store.0.get("extended-1"), Some(num(NOW_S + 3600, 0)));
-    assert!(store.0.get("plain").is_none());
+    assert_eq!(store.inner.get("extended-1"), Some(num(NOW_S + 3600, 0)));
+    assert!(store.inner.get("plain").is_none());
 }
 
 #[tokio::test]
@@ -426,44 +439,16 @@ mod daemon {
         assert!(report.deleted >= 3 * 200, "{}", report.deleted);
     }
 
-    /// Fails every query for shard values outside `0..shards` (only the stray probe asks for
-    /// them) and answers the others: the daemon can stop only because the probe saw the error.
-    struct StrayQueriesFail {
-        inner: MemoryStore,
-        shards: u16,
-    }
-
-    impl ExpiryStore for StrayQueriesFail {
-        type Key = String;
-        type Cursor = <MemoryStore as ExpiryStore>::Cursor;
-
-        async fn due_page(
-            &self,
-            shard: Shard,
-            window: DueWindow,
-            cursor: Option<Self::Cursor>,
-            limit: u32,
-        ) -> Result<DuePage<String, Self::Cursor>, StoreError> {
-            if shard.0 >= self.shards {
-                return Err(StoreError::new(ErrorClass::Fatal, "access denied"));
-            }
-            self.inner.due_page(shard, window, cursor, limit).await
-        }
-
-        async fn delete_if_due(
-            &self,
-            key: &String,
-            window: DueWindow,
-        ) -> Result<DeleteOutcome, StoreError> {
-            self.inner.delete_if_due(key, window).await
-        }
-    }
-
     #[tokio::test(start_paused = true)]
     async fn a_fatal_error_seen_by_the_stray_probe_stops_the_daemon_too() {
-        let store = Arc::new(StrayQueriesFail {
+        // Reads of shard values outside 0..1 (only the stray probe asks for them) fail for good;
+        // the others succeed: the daemon can stop only because the probe saw the error.
+        let store = Arc::new(Hooked {
             inner: MemoryStore::new(),
-            shards: 1,
+            after_query: Box::new(|_, shard, _| match shard.0 {
+                0 => Ok(()),
+                _ => Err(StoreError::new(ErrorClass::Fatal, "access denied")),
+            }),
         });
         let mut c = config(1);
         c.stray_check_interval = Some(Duration::from_secs(60));

@@ -90,26 +90,9 @@ async fn the_daemon_deletes_backlog_and_expirations_and_spares_an_extended_item(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_stops_the_daemon_cleanly_and_metrics_are_served() {
     let table = table_with_index().await;
-    let exe = assert_cmd::cargo::cargo_bin("precise-ttl");
-    let mut child = Command::new(exe)
-        .args([
-            "run",
-            "--table",
-            &table.name,
-            "--endpoint-url",
-            crate::support::endpoint(),
-        ])
-        .args(["--poll-interval", "100ms", "--metrics-addr", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    let url = first[first.find("http://").expect("metrics URL printed")..]
-        .trim()
-        .to_string();
-    let base = url.trim_end_matches("/metrics").to_string();
+    let (mut child, lines, base) =
+        daemon_with_metrics(&table.name, crate::support::endpoint(), &[]);
+    let url = format!("{base}/metrics");
 
     // Let a few polls happen, then look at /healthz and /metrics.
     tokio::time::sleep(Duration::from_millis(800)).await;
@@ -147,17 +130,19 @@ async fn sigterm_stops_the_daemon_cleanly_and_metrics_are_served() {
     );
 }
 
-/// `/healthz` is what a liveness probe watches: 200 while index reads succeed, 503 once they
-/// have failed for `--unhealthy-after`, 200 again when the store is back.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn healthz_turns_503_while_the_store_is_unreachable_and_recovers() {
-    let table = table_with_index().await;
-    let proxy = crate::proxy::FaultProxy::start(crate::support::endpoint()).await;
-    let exe = assert_cmd::cargo::cargo_bin("precise-ttl");
-    let mut child = Command::new(exe)
-        .args(["run", "--table", &table.name, "--endpoint-url", &proxy.url])
+type Lines = std::io::Lines<BufReader<std::process::ChildStdout>>;
+
+/// `precise-ttl run` polling every 100 ms with metrics on a free port: the child, the rest of its
+/// standard output, and the base URL of `/metrics` and `/healthz`.
+fn daemon_with_metrics(
+    table: &str,
+    endpoint: &str,
+    extra: &[&str],
+) -> (std::process::Child, Lines, String) {
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
+        .args(["run", "--table", table, "--endpoint-url", endpoint])
         .args(["--poll-interval", "100ms", "--metrics-addr", "127.0.0.1:0"])
-        .args(["--unhealthy-after", "1s", "--attempt-timeout", "500ms"])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -165,7 +150,22 @@ async fn healthz_turns_503_while_the_store_is_unreachable_and_recovers() {
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let first = lines.next().unwrap().unwrap();
     let url = first[first.find("http://").expect("metrics URL printed")..].trim();
-    let healthz = format!("{}/healthz", url.trim_end_matches("/metrics"));
+    let base = url.trim_end_matches("/metrics").to_string();
+    (child, lines, base)
+}
+
+/// `/healthz` is what a liveness probe watches: 200 while index reads succeed, 503 once they
+/// have failed for `--unhealthy-after`, 200 again when the store is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_turns_503_while_the_store_is_unreachable_and_recovers() {
+    let table = table_with_index().await;
+    let proxy = crate::proxy::FaultProxy::start(crate::support::endpoint()).await;
+    let (mut child, _lines, base) = daemon_with_metrics(
+        &table.name,
+        &proxy.url,
+        &["--unhealthy-after", "1s", "--attempt-timeout", "500ms"],
+    );
+    let healthz = format!("{base}/healthz");
     let status_becomes = |code: &'static str| {
         let healthz = healthz.clone();
         async move {
