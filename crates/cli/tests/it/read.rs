@@ -39,6 +39,17 @@ fn ttl_shapes(
     (shapes, live)
 }
 
+fn consistent_scan(
+    table: &TestTable,
+) -> aws_sdk_dynamodb::operation::scan::builders::ScanFluentBuilder {
+    table
+        .dynamo
+        .query
+        .scan()
+        .table_name(&table.name)
+        .consistent_read(true)
+}
+
 /// One item per shape, keyed by the shape's name.
 async fn put_shapes(table: &TestTable, shapes: &[(&'static str, Option<AttributeValue>)]) {
     let items = shapes
@@ -70,13 +81,7 @@ async fn scan_and_get_item_hide_exactly_the_items_native_ttl_counts_as_expired()
     put_shapes(&table, &shapes).await;
     let read_at = now();
 
-    let scan = table
-        .dynamo
-        .query
-        .scan()
-        .table_name(&table.name)
-        .consistent_read(true);
-    let out = hide_expired_scan(scan, "ttl", read_at)
+    let out = hide_expired_scan(consistent_scan(&table), "ttl", read_at)
         .send()
         .await
         .expect("scan");
@@ -205,14 +210,8 @@ async fn the_delete_condition_the_partiql_delete_and_the_read_filter_agree() {
         put_shapes(&table, &shapes).await;
         let at = now();
 
-        let scan = table
-            .dynamo
-            .query
-            .scan()
-            .table_name(&table.name)
-            .consistent_read(true);
         let visible = names_of(
-            hide_expired_scan(scan, "ttl", at)
+            hide_expired_scan(consistent_scan(&table), "ttl", at)
                 .send()
                 .await
                 .expect("scan")
