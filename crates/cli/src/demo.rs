@@ -172,10 +172,17 @@ pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
     // expiry instant. Every second we print what it deleted meanwhile.
     let store = DynamoStore::open(dynamo.clone(), &table, layout.clone()).await?;
     let deletions = Arc::new(DeletionLog::default());
-    let mut config = DaemonConfig::new(layout.shards);
-    config.poll_interval = args.interval.max(Duration::from_millis(100));
-    let daemon = Daemon::new(Arc::new(store), Arc::new(SystemClock), config)
-        .with_observer(deletions.clone());
+    let config = DaemonConfig {
+        poll_interval: args.interval.max(Duration::from_millis(100)),
+        ..DaemonConfig::default()
+    };
+    let daemon = Daemon::new(
+        Arc::new(store),
+        Arc::new(SystemClock),
+        Arc::new(layout.shards),
+        config,
+    )
+    .with_observer(deletions.clone());
     let deadline = Instant::now() + first + args.spread + Duration::from_secs(15);
     let progress = {
         let deletions = Arc::clone(&deletions);

@@ -4,7 +4,6 @@
 mod args;
 mod backfill_cmd;
 mod bench;
-mod blog;
 mod config;
 mod demo;
 mod doctor_cmd;

@@ -1,11 +1,17 @@
-//! `precise-ttl run`: the daemon.
+//! `precise-ttl run`: the daemon, over our sharded index or the 2022 blog's window index.
 
-use crate::args::{DeleteModeArg, Global, RunArgs};
+use crate::args::{DeleteModeArg, Global, IndexLayout, RunArgs};
 use crate::wiring::Outcome;
-use precise_ttl_dynamodb::{DeleteMode, DynamoStore};
-use precise_ttl_engine::{Clock, Daemon, DaemonConfig, SystemClock};
+use anyhow::Context;
+use precise_ttl_dynamodb::{BlogWindows, DeleteMode, DynamoStore};
+use precise_ttl_engine::{
+    Clock, Daemon, DaemonConfig, DaemonReport, ExpiryStore, SharedPartitioning, SystemClock,
+};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// How often a blog-window run saves its watermark as the checkpoint.
+const SAVE_CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
 
 pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
     let layout = global.layout()?;
@@ -17,14 +23,10 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
             args.poll_interval
         );
     }
-    if args.blog.index_layout == crate::args::IndexLayout::BlogWindow {
-        if args.metrics_addr.is_some() {
-            anyhow::bail!(
-                "--metrics-addr is not available with --index-layout blog-window yet: each pass logs its counts (-v); use the sharded layout for metrics"
-            );
-        }
-        return run_blog(global, args, &layout).await;
-    }
+    let blog_options = match args.blog.index_layout {
+        IndexLayout::Sharded => None,
+        IndexLayout::BlogWindow => Some(args.blog.options()?),
+    };
     let prometheus = match args.metrics_addr {
         Some(_) => Some(crate::serve::install_recorder()?),
         None => None,
@@ -34,50 +36,56 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
         DeleteModeArg::Single => DeleteMode::Single,
         DeleteModeArg::Batch => DeleteMode::Batch,
     };
-    let store = DynamoStore::open(dynamo, table, layout.clone())
-        .await?
-        .with_delete_mode(mode);
-    let mut config = DaemonConfig::new(layout.shards);
-    config.poll_interval = args.poll_interval;
-    config.horizon = args.horizon;
-    config.lookback = args.lookback;
-    config.page_size = args.index_page.page_size;
-    config.max_concurrency = args.deletes.concurrency as usize;
-    config.initial_concurrency = config.initial_concurrency.min(config.max_concurrency);
-    config.min_concurrency = config.min_concurrency.min(config.max_concurrency);
-    config.max_deletes_per_second = args.max_deletes_per_second;
-    config.batch_linger = args.batch_linger;
-    config.backoff.max_attempts = args.retries.max_attempts;
-    config.stray_check_interval =
-        (!args.stray_check_interval.is_zero()).then_some(args.stray_check_interval);
-    let daemon = Daemon::new(Arc::new(store), Arc::new(SystemClock), config);
-
-    let mut where_metrics = String::new();
-    if let (Some(addr), Some(prometheus)) = (args.metrics_addr, prometheus) {
-        let stale = args
-            .unhealthy_after
-            .unwrap_or_else(|| (args.poll_interval * 10).max(Duration::from_secs(30)));
-        let bound = crate::serve::serve(addr, prometheus, daemon.handle(), stale).await?;
-        where_metrics = format!(", metrics on http://{bound}/metrics");
-    }
-    println!(
-        "precise-ttl run: table {table:?}, {} shards, poll every {:?}, read ahead {:?}{where_metrics}",
-        layout.shards, args.poll_interval, args.horizon
-    );
-
-    let run_for = args.run_for;
-    let shutdown = async move {
-        tokio::select! {
-            _ = crate::wiring::signal() => {}
-            _ = async {
-                match run_for {
-                    Some(d) => tokio::time::sleep(d).await,
-                    None => std::future::pending().await,
+    let config = daemon_config(args);
+    let report = match blog_options {
+        None => {
+            let store = DynamoStore::open(dynamo, table, layout.clone())
+                .await?
+                .with_delete_mode(mode);
+            let what = format!("{} shards", layout.shards);
+            let shards: SharedPartitioning<_> = Arc::new(layout.shards);
+            let daemon = Daemon::new(Arc::new(store), Arc::new(SystemClock), shards, config);
+            serve_and_run(daemon, args, prometheus, table, &what).await?
+        }
+        Some(options) => {
+            let blog =
+                BlogWindows::open(dynamo, table, &layout, &options, SystemClock.now()).await?;
+            let what = format!(
+                "blog window index {:?} on {:?} from window {}",
+                layout.index_name,
+                options.window_attribute,
+                blog.first_window()
+            );
+            let store = blog.store.clone().with_delete_mode(mode);
+            // Stray shard values do not exist in the window layout.
+            let config = DaemonConfig {
+                stray_check_interval: None,
+                ..config
+            };
+            let daemon = Daemon::new(
+                Arc::new(store),
+                Arc::new(SystemClock),
+                blog.partitioning(),
+                config,
+            );
+            let handle = daemon.handle();
+            let blog = Arc::new(blog);
+            let saver = tokio::spawn({
+                let (blog, handle) = (Arc::clone(&blog), handle.clone());
+                async move {
+                    blog.save_watermark_every(handle, SAVE_CHECKPOINT_EVERY)
+                        .await
                 }
-            } => {}
+            });
+            let report = serve_and_run(daemon, args, prometheus, table, &what).await;
+            saver.abort();
+            let report = report?;
+            blog.save_watermark(&handle)
+                .await
+                .context("cannot save the window checkpoint on exit")?;
+            report
         }
     };
-    let report = daemon.run(shutdown).await?;
     let watermark = match report.watermark {
         Some(w) => format!(
             "{w} ({} ms behind the clock)",
@@ -92,56 +100,57 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Success)
 }
 
-/// The blog's window index, swept every poll interval: a pass covers every window since the
-/// checkpoint, so downtime is caught up by the first pass after it.
-async fn run_blog(
-    global: &Global,
-    args: &RunArgs,
-    layout: &precise_ttl_core::TtlLayout,
-) -> anyhow::Result<Outcome> {
-    let mode = match args.delete_mode {
-        DeleteModeArg::Single => DeleteMode::Single,
-        DeleteModeArg::Batch => DeleteMode::Batch,
+fn daemon_config(args: &RunArgs) -> DaemonConfig {
+    let mut config = DaemonConfig {
+        poll_interval: args.poll_interval,
+        horizon: args.horizon,
+        lookback: args.lookback,
+        page_size: args.index_page.page_size,
+        max_concurrency: args.deletes.concurrency as usize,
+        max_deletes_per_second: args.max_deletes_per_second,
+        batch_linger: args.batch_linger,
+        stray_check_interval: (!args.stray_check_interval.is_zero())
+            .then_some(args.stray_check_interval),
+        ..DaemonConfig::default()
     };
-    let mut sweeper = crate::blog::BlogSweeper::open(global, &args.blog, layout)
-        .await?
-        .with_store(|s| s.with_delete_mode(mode));
-    sweeper.config.concurrency = args.deletes.concurrency as usize;
-    sweeper.config.page_size = args.index_page.page_size;
-    println!(
-        "precise-ttl run: table {:?}, blog window index {:?} on {:?}, a pass every {:?}",
-        global.table()?,
-        layout.index_name,
-        args.blog.window_attribute,
-        args.poll_interval
-    );
-    let deadline = args.run_for.map(|d| tokio::time::Instant::now() + d);
-    let mut totals = (0u64, 0u64, 0u64);
-    let stop = crate::wiring::signal();
-    tokio::pin!(stop);
-    loop {
-        let pass = sweeper.pass().await?;
-        totals.0 += pass.report.deleted;
-        totals.1 += pass.report.skipped;
-        totals.2 += pass.report.errors;
-        tracing::info!(
-            windows = pass.windows,
-            deleted = pass.report.deleted,
-            "pass done"
-        );
-        let next = tokio::time::Instant::now() + args.poll_interval;
-        let wake = deadline.map_or(next, |d| d.min(next));
-        tokio::select! {
-            _ = &mut stop => break,
-            _ = tokio::time::sleep_until(wake) => {}
-        }
-        if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
-            break;
-        }
+    config.initial_concurrency = config.initial_concurrency.min(config.max_concurrency);
+    config.min_concurrency = config.min_concurrency.min(config.max_concurrency);
+    config.backoff.max_attempts = args.retries.max_attempts;
+    config
+}
+
+/// Serves /metrics and /healthz if asked, prints the start line, and runs until a signal,
+/// `--for`, or a fatal error.
+async fn serve_and_run<S: ExpiryStore>(
+    daemon: Daemon<S, SystemClock>,
+    args: &RunArgs,
+    prometheus: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    table: &str,
+    what: &str,
+) -> anyhow::Result<DaemonReport> {
+    let mut where_metrics = String::new();
+    if let (Some(addr), Some(prometheus)) = (args.metrics_addr, prometheus) {
+        let stale = args
+            .unhealthy_after
+            .unwrap_or_else(|| (args.poll_interval * 10).max(Duration::from_secs(30)));
+        let bound = crate::serve::serve(addr, prometheus, daemon.handle(), stale).await?;
+        where_metrics = format!(", metrics on http://{bound}/metrics");
     }
     println!(
-        "stopped: deleted {}, skipped (changed) {}, errors {}",
-        totals.0, totals.1, totals.2
+        "precise-ttl run: table {table:?}, {what}, poll every {:?}, read ahead {:?}{where_metrics}",
+        args.poll_interval, args.horizon
     );
-    Ok(Outcome::Success)
+    let run_for = args.run_for;
+    let shutdown = async move {
+        tokio::select! {
+            _ = crate::wiring::signal() => {}
+            _ = async {
+                match run_for {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => std::future::pending().await,
+                }
+            } => {}
+        }
+    };
+    Ok(daemon.run(shutdown).await?)
 }

@@ -1,47 +1,53 @@
-//! `precise-ttl sweep`: one pass over every shard.
+//! `precise-ttl sweep`: one pass over every shard (or every window of the blog's index).
 
 use crate::args::{Global, SweepArgs};
 use crate::wiring::Outcome;
 use precise_ttl_core::Backoff;
-use precise_ttl_dynamodb::DynamoStore;
-use precise_ttl_engine::{SweepConfig, Sweeper, SystemClock};
+use precise_ttl_dynamodb::{BlogWindows, DynamoStore};
+use precise_ttl_engine::{Clock, SweepConfig, Sweeper, SystemClock};
 use std::sync::Arc;
 use std::time::Instant;
 
 pub async fn run(global: &Global, args: &SweepArgs) -> anyhow::Result<Outcome> {
     let layout = global.layout()?;
     let table = global.table()?;
+    let mut config = SweepConfig {
+        concurrency: args.deletes.concurrency as usize,
+        page_size: args.index_page.page_size,
+        shard_parallelism: args.shard_parallelism as usize,
+        backoff: Backoff {
+            max_attempts: args.retries.max_attempts,
+            ..Backoff::default()
+        },
+        ..SweepConfig::default()
+    };
     if args.blog.index_layout == crate::args::IndexLayout::BlogWindow {
-        let mut sweeper = crate::blog::BlogSweeper::open(global, &args.blog, &layout).await?;
-        sweeper.config.concurrency = args.deletes.concurrency as usize;
-        sweeper.config.page_size = args.index_page.page_size;
-        sweeper.config.shard_parallelism = args.shard_parallelism as usize;
+        let options = args.blog.options()?;
+        let dynamo = crate::wiring::connect(global).await?;
+        let blog = BlogWindows::open(dynamo, table, &layout, &options, SystemClock.now()).await?;
+        let first_window = blog.first_window();
         let started = Instant::now();
-        let pass = sweeper.pass().await?;
-        let r = &pass.report;
-        let until = pass
-            .swept_until
-            .map_or("not advanced".to_string(), |t| t.to_string());
+        let (r, swept_until) = blog.sweep_once(Arc::new(SystemClock), config).await?;
+        let until = swept_until.map_or("not advanced".to_string(), |t| t.to_string());
         if args.json {
             println!(
                 "{}",
                 serde_json::json!({
                     "table": table,
-                    "windows": pass.windows,
-                    "first_window": pass.first_window,
+                    "windows": r.partitions,
+                    "first_window": first_window,
                     "deleted": r.deleted,
                     "skipped": r.skipped,
                     "errors": r.errors,
                     "throttled": r.throttled,
-                    "swept_until": pass.swept_until.map(|t| t.to_string()),
+                    "swept_until": swept_until.map(|t| t.to_string()),
                     "seconds": started.elapsed().as_secs_f64(),
                 })
             );
         } else {
             println!(
-                "swept {table:?} (blog window index, {} windows from {}) in {:.2} s: deleted {}, skipped (changed) {}, errors {}; checkpoint: {until}",
-                pass.windows,
-                pass.first_window.as_deref().unwrap_or("-"),
+                "swept {table:?} (blog window index, {} windows from {first_window}) in {:.2} s: deleted {}, skipped (changed) {}, errors {}; checkpoint: {until}",
+                r.partitions,
                 started.elapsed().as_secs_f64(),
                 r.deleted,
                 r.skipped,
@@ -56,18 +62,16 @@ pub async fn run(global: &Global, args: &SweepArgs) -> anyhow::Result<Outcome> {
     }
     let dynamo = crate::wiring::connect(global).await?;
     let store = DynamoStore::open(dynamo, table, layout.clone()).await?;
-    let mut config = SweepConfig::new(layout.shards);
-    config.concurrency = args.deletes.concurrency as usize;
-    config.page_size = args.index_page.page_size;
-    config.shard_parallelism = args.shard_parallelism as usize;
-    config.backoff = Backoff {
-        max_attempts: args.retries.max_attempts,
-        ..Backoff::default()
-    };
+    config.probe_strays = true;
     let started = Instant::now();
-    let report = Sweeper::new(Arc::new(store), Arc::new(SystemClock), config)
-        .sweep_once()
-        .await?;
+    let report = Sweeper::new(
+        Arc::new(store),
+        Arc::new(SystemClock),
+        Arc::new(layout.shards),
+        config,
+    )
+    .sweep_once()
+    .await?;
     let secs = started.elapsed().as_secs_f64();
     if args.json {
         let json = serde_json::json!({
@@ -79,7 +83,7 @@ pub async fn run(global: &Global, args: &SweepArgs) -> anyhow::Result<Outcome> {
             "throttled": report.throttled,
             "pages": report.pages,
             "max_lag_ms": report.max_lag_ms,
-            "stray_shards": report.stray_shards.iter().map(|s| s.0).collect::<Vec<_>>(),
+            "stray_shards": report.strays.iter().map(|s| s.0).collect::<Vec<_>>(),
             "seconds": (secs * 1000.0).round() / 1000.0,
         });
         println!("{json}");
@@ -88,11 +92,11 @@ pub async fn run(global: &Global, args: &SweepArgs) -> anyhow::Result<Outcome> {
             "swept {table:?} in {secs:.2} s: deleted {}, skipped (changed) {}, errors {}",
             report.deleted, report.skipped, report.errors
         );
-        if !report.stray_shards.is_empty() {
+        if !report.strays.is_empty() {
             println!(
                 "  due items were found and swept on shard values outside 0..{}: {:?}; raise --shards or rewrite them (`precise-ttl doctor` lists them)",
                 layout.shards,
-                report.stray_shards.iter().map(|s| s.0).collect::<Vec<_>>()
+                report.strays.iter().map(|s| s.0).collect::<Vec<_>>()
             );
         }
         if report.throttled > 0 {

@@ -1,6 +1,5 @@
-//! What one sweep pass looks at: the window of expiries that are due, per shard.
+//! What a read or a delete looks at: a window of expiries.
 
-use crate::shard::{Shard, ShardCount};
 use crate::time::{NATIVE_TTL_MAX_AGE, Timestamp};
 
 /// A range of expiries, bounds included. [`DueWindow::at`] gives the ones due at an instant:
@@ -32,22 +31,6 @@ impl DueWindow {
     }
 }
 
-/// One pass over every shard, all against the same instant.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SweepPlan {
-    pub window: DueWindow,
-    pub shards: Vec<Shard>,
-}
-
-impl SweepPlan {
-    pub fn new(now: Timestamp, shards: ShardCount) -> Self {
-        SweepPlan {
-            window: DueWindow::at(now),
-            shards: shards.all().collect(),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,7 +50,5 @@ mod tests {
             assert!(!w.contains(t));
             assert!(!crate::Verdict::of_expiry(crate::Expiry::at_instant(t), now).is_due());
         }
-        let plan = SweepPlan::new(now, ShardCount::new(4).unwrap());
-        assert_eq!(plan.shards, vec![Shard(0), Shard(1), Shard(2), Shard(3)]);
     }
 }

@@ -1,14 +1,15 @@
-//! The watermark's bookkeeping: which time ranges each shard has read completely, which items
+//! The watermark's bookkeeping: which time ranges each lane (a shard, or the blog layout's
+//! windows) has read completely, which items
 //! are pending, and from those the instant T such that every due item with TTL <= T is known
 //! resolved.
 //!
 //! Pure: the daemon passes its own clock readings in. `I` is the daemon's monotonic instant (it
 //! orders a read against the resolution of a key); the tests use integers.
 
-use crate::{Expiry, Shard, Timestamp};
+use crate::{Expiry, Timestamp};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-/// What each shard has read completely, for the watermark.
+/// What each lane has read completely, for the watermark.
 #[derive(Debug, Clone, Default)]
 pub struct Coverage {
     /// Everything with TTL ≤ this was read by a completed backlog pass and is resolved or pending.
@@ -52,42 +53,42 @@ impl Coverage {
 /// Items read and not yet resolved: for de-duplication between readers and for the watermark.
 #[derive(Debug)]
 pub struct Pending<K, I> {
-    keys: HashMap<K, (Shard, Expiry)>,
+    keys: HashMap<K, (usize, Expiry)>,
     /// Keys resolved recently, with when, oldest first in `resolved_order`.
     resolved: HashMap<K, I>,
     resolved_order: VecDeque<(I, K)>,
-    /// Per shard, a multiset of pending expiries.
+    /// Per lane, a multiset of pending expiries.
     expiries: Vec<BTreeMap<Expiry, usize>>,
     pub coverage: Vec<Coverage>,
 }
 
 impl<K: Eq + std::hash::Hash + Clone, I: Ord + Copy> Pending<K, I> {
-    pub fn new(shards: usize) -> Self {
+    pub fn new(lanes: usize) -> Self {
         Pending {
             keys: HashMap::new(),
             resolved: HashMap::new(),
             resolved_order: VecDeque::new(),
-            expiries: vec![BTreeMap::new(); shards],
-            coverage: vec![Coverage::default(); shards],
+            expiries: vec![BTreeMap::new(); lanes],
+            coverage: vec![Coverage::default(); lanes],
         }
     }
 
     /// Records an item, from a read sent at `read_at`, as pending; false if it already was, or
     /// was resolved after that read was sent.
-    pub fn admit(&mut self, shard: Shard, key: &K, expiry: Expiry, read_at: I) -> bool {
+    pub fn admit(&mut self, lane: usize, key: &K, expiry: Expiry, read_at: I) -> bool {
         if self.keys.contains_key(key) || self.resolved.get(key).is_some_and(|t| *t >= read_at) {
             return false;
         }
-        self.keys.insert(key.clone(), (shard, expiry));
-        *self.expiries[shard.0 as usize].entry(expiry).or_default() += 1;
+        self.keys.insert(key.clone(), (lane, expiry));
+        *self.expiries[lane].entry(expiry).or_default() += 1;
         true
     }
 
     pub fn resolve(&mut self, key: &K, at: I) {
         self.resolved.insert(key.clone(), at);
         self.resolved_order.push_back((at, key.clone()));
-        if let Some((shard, expiry)) = self.keys.remove(key) {
-            let map = &mut self.expiries[shard.0 as usize];
+        if let Some((lane, expiry)) = self.keys.remove(key) {
+            let map = &mut self.expiries[lane];
             if let Some(n) = map.get_mut(&expiry) {
                 *n -= 1;
                 if *n == 0 {
@@ -109,9 +110,9 @@ impl<K: Eq + std::hash::Hash + Clone, I: Ord + Copy> Pending<K, I> {
         }
     }
 
-    pub fn watermark(&self, shard: usize, now: Timestamp) -> Option<Timestamp> {
-        let covered = self.coverage[shard].covered()?.min(now);
-        let pending_min = self.expiries[shard].keys().next().map(|e| e.at());
+    pub fn watermark(&self, lane: usize, now: Timestamp) -> Option<Timestamp> {
+        let covered = self.coverage[lane].covered()?.min(now);
+        let pending_min = self.expiries[lane].keys().next().map(|e| e.at());
         Some(match pending_min {
             Some(p) if p <= covered => Timestamp::from_millis(p.as_millis().saturating_sub(1)),
             _ => covered,
@@ -137,7 +138,6 @@ impl<K: Eq + std::hash::Hash + Clone, I: Ord + Copy> Pending<K, I> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Shard;
 
     #[test]
     fn coverage_joins_backlog_and_contiguous_head_reads() {
@@ -167,20 +167,20 @@ mod tests {
         p.coverage[0].backlog_bound = Some(t(100));
         let expiry = Expiry::at_instant(t(90));
         let read = 10;
-        assert!(p.admit(Shard(0), &"a", expiry, read));
-        assert!(!p.admit(Shard(0), &"a", expiry, read), "already pending");
+        assert!(p.admit(0, &"a", expiry, read));
+        assert!(!p.admit(0, &"a", expiry, read), "already pending");
         assert_eq!(p.watermark(0, t(200)), Some(Timestamp::from_millis(89_999)));
         assert_eq!(p.due_count(t(200)), (1, 0));
         let resolved = 11;
         p.resolve(&"a", resolved);
         assert_eq!(p.watermark(0, t(200)), Some(t(100)));
         assert!(
-            !p.admit(Shard(0), &"a", expiry, read),
+            !p.admit(0, &"a", expiry, read),
             "a read sent before the delete may still list it"
         );
         let later = 12;
         assert!(
-            p.admit(Shard(0), &"a", expiry, later),
+            p.admit(0, &"a", expiry, later),
             "a read sent after it means the item came back"
         );
         p.resolve(&"a", later);

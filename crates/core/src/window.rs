@@ -7,6 +7,16 @@ use crate::time::Timestamp;
 use std::time::Duration;
 use thiserror::Error;
 
+/// One window's label as writers spell it: the blog index's partition key value.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WindowLabel(pub String);
+
+impl std::fmt::Display for WindowLabel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// How the writers render an instant: JavaScript's `toISOString()` (milliseconds) or whole
 /// seconds (`2022-07-20T10:00:00Z`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,6 +5,7 @@
 //! hands upward is expressed in the domain types of `precise-ttl-core` and the engine.
 
 pub mod backfill;
+pub mod blog;
 pub mod checkpoint;
 pub mod connect;
 pub mod error;
@@ -18,6 +19,7 @@ pub mod store;
 pub mod stream;
 pub mod table;
 
+pub use blog::{BlogError, BlogOptions, BlogWindows};
 pub use checkpoint::CheckpointTable;
 pub use connect::{ConnectOptions, Dynamo};
 pub use error::AdapterError;
@@ -26,5 +28,5 @@ pub use local::DynamoDbLocal;
 pub use read::{hide_expired_query, hide_expired_scan, is_expired};
 pub use scan::{ScanFilter, ScanPage, ScannedItem, Segment, ShardWrite, TableScan};
 pub use setup::{CreateTable, KeyAttribute, KeyType, SetupAction, SetupOptions, SetupReport};
-pub use store::{DeleteMode, DynamoStore};
+pub use store::{DeleteMode, DynamoStore, IndexPartition};
 pub use table::TableShape;

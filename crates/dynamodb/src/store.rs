@@ -1,5 +1,6 @@
 //! The engine's [`ExpiryStore`] on DynamoDB: a Query on the sparse expiry index and a
-//! conditional DeleteItem per item.
+//! conditional DeleteItem per item (or PartiQL batches of them). The index's partition key is a
+//! shard number in our layout, a window label in the 2022 blog's: [`IndexPartition`].
 
 use crate::connect::Dynamo;
 use crate::error::{AdapterError, store_error};
@@ -9,10 +10,10 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, BatchStatementErrorCodeEnum, BatchStatementRequest, ReturnConsumedCapacity,
 };
 use precise_ttl_core::due_rule::{self, CONDITION_TOKENS};
-use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Shard, TtlLayout};
+use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Shard, TtlLayout, WindowLabel};
 use precise_ttl_engine::{DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::marker::PhantomData;
 
 // `ttl` is a reserved word in DynamoDB expressions, so every name goes through a placeholder.
 const KEY_CONDITION: &str = "#shard = :shard AND #ttl BETWEEN :oldest AND :now";
@@ -30,22 +31,37 @@ pub enum DeleteMode {
     Batch,
 }
 
-/// What the index's partition key holds.
-#[derive(Debug, Clone)]
-enum Partition {
-    /// Our layout: the shard number.
-    Shard,
-    /// The 2022 blog's layout: a window label (String); shard `i` of a pass stands for the
-    /// `i`-th label of the list.
-    Windows(Arc<Vec<String>>),
+/// A partition key value of the expiry index, as DynamoDB holds it.
+pub trait IndexPartition:
+    Clone + Send + Sync + std::fmt::Debug + std::fmt::Display + 'static
+{
+    /// The type the index's partition key attribute must have ("N" or "S").
+    const ATTRIBUTE_TYPE: &'static str;
+    fn attribute_value(&self) -> AttributeValue;
+}
+
+/// Our layout: a shard number.
+impl IndexPartition for Shard {
+    const ATTRIBUTE_TYPE: &'static str = "N";
+    fn attribute_value(&self) -> AttributeValue {
+        AttributeValue::N(self.0.to_string())
+    }
+}
+
+/// The 2022 blog's layout: a window label.
+impl IndexPartition for WindowLabel {
+    const ATTRIBUTE_TYPE: &'static str = "S";
+    fn attribute_value(&self) -> AttributeValue {
+        AttributeValue::S(self.0.clone())
+    }
 }
 
 /// The most statements DynamoDB takes in one `BatchExecuteStatement`.
 const MAX_BATCH_STATEMENTS: usize = 25;
 
-/// Sweeps one table through its expiry index.
+/// Sweeps one table through its expiry index, whose partitions are `P`s.
 #[derive(Debug, Clone)]
-pub struct DynamoStore {
+pub struct DynamoStore<P: IndexPartition = Shard> {
     dynamo: Dynamo,
     table: String,
     layout: TtlLayout,
@@ -53,49 +69,42 @@ pub struct DynamoStore {
     mode: DeleteMode,
     /// The PartiQL delete for this table's key, built once.
     statement: String,
-    partition: Partition,
+    partition: PhantomData<fn() -> P>,
 }
 
-impl DynamoStore {
-    /// Checks the table and its index, then returns a store ready to sweep.
+impl DynamoStore<Shard> {
+    /// Checks the table and its expiry index, then returns a store ready to sweep.
     pub async fn open(
         dynamo: Dynamo,
         table: &str,
         layout: TtlLayout,
     ) -> Result<Self, AdapterError> {
-        Self::open_keyed(dynamo, table, layout, "N").await
+        Self::open_index(dynamo, table, layout).await
     }
+}
 
-    /// Opens a table swept through the 2022 blog's window index: `layout.shard_attribute` names
-    /// the window attribute (a String) and `layout.index_name` that index. Give the windows of
-    /// each pass with [`DynamoStore::for_windows`].
+impl DynamoStore<WindowLabel> {
+    /// Checks the table and its blog window index (`layout.shard_attribute` names the window
+    /// attribute, a String), then returns a store ready to sweep it.
     pub async fn open_blog_windows(
         dynamo: Dynamo,
         table: &str,
         layout: TtlLayout,
     ) -> Result<Self, AdapterError> {
-        let mut store = Self::open_keyed(dynamo, table, layout, "S").await?;
-        store.partition = Partition::Windows(Arc::new(Vec::new()));
-        Ok(store)
+        Self::open_index(dynamo, table, layout).await
     }
+}
 
-    /// The same store, reading window `labels[i]` when asked for shard `i`.
-    pub fn for_windows(&self, labels: Vec<String>) -> Self {
-        let mut store = self.clone();
-        store.partition = Partition::Windows(Arc::new(labels));
-        store
-    }
-
-    async fn open_keyed(
+impl<P: IndexPartition> DynamoStore<P> {
+    async fn open_index(
         dynamo: Dynamo,
         table: &str,
         layout: TtlLayout,
-        partition_type: &str,
     ) -> Result<Self, AdapterError> {
         // TableShape retries a throttled or failed DescribeTable; an unreachable endpoint or a
         // missing table fails at once with a clear message.
         let shape = TableShape::require(&dynamo, table).await?;
-        shape.ensure_sweepable_keyed(&layout, partition_type)?;
+        shape.ensure_sweepable_keyed(&layout, P::ATTRIBUTE_TYPE)?;
         let key_names = shape.key_names();
         let statement = partiql_delete(table, &key_names, &layout.ttl_attribute);
         Ok(DynamoStore {
@@ -105,7 +114,7 @@ impl DynamoStore {
             layout,
             mode: DeleteMode::Single,
             statement,
-            partition: Partition::Shard,
+            partition: PhantomData,
         })
     }
 
@@ -168,29 +177,19 @@ fn number(text: String) -> AttributeValue {
     AttributeValue::N(text)
 }
 
-impl ExpiryStore for DynamoStore {
+impl<P: IndexPartition> ExpiryStore for DynamoStore<P> {
     type Key = ItemKey;
     type Cursor = HashMap<String, AttributeValue>;
+    type Partition = P;
 
     async fn due_page(
         &self,
-        shard: Shard,
+        partition: &P,
         window: DueWindow,
         cursor: Option<Self::Cursor>,
         limit: u32,
     ) -> Result<DuePage<ItemKey, Self::Cursor>, StoreError> {
-        let partition_value = match &self.partition {
-            Partition::Shard => number(shard.0.to_string()),
-            Partition::Windows(labels) => match labels.get(usize::from(shard.0)) {
-                Some(label) => AttributeValue::S(label.clone()),
-                None => {
-                    return Ok(DuePage {
-                        items: Vec::new(),
-                        next: None,
-                    });
-                }
-            },
-        };
+        let partition_value = partition.attribute_value();
         let mut names = self.names();
         names.insert("#shard".into(), self.layout.shard_attribute.clone());
         let out = self

@@ -3,7 +3,7 @@
 //! what the engine does when the store misbehaves.
 
 use crate::store::{DeleteOutcome, DuePage, ExpiryStore, StoreError};
-use precise_ttl_core::{DueWindow, ErrorClass, Shard};
+use precise_ttl_core::{DueWindow, ErrorClass};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -93,17 +93,21 @@ impl<S> FaultyStore<S> {
 impl<S: ExpiryStore> ExpiryStore for FaultyStore<S> {
     type Key = S::Key;
     type Cursor = S::Cursor;
+    type Partition = S::Partition;
 
     async fn due_page(
         &self,
-        shard: Shard,
+        partition: &S::Partition,
         window: DueWindow,
         cursor: Option<Self::Cursor>,
         limit: u32,
     ) -> Result<DuePage<Self::Key, Self::Cursor>, StoreError> {
         let rates = self.rates();
         self.before(&rates).await?;
-        let page = self.inner.due_page(shard, window, cursor, limit).await?;
+        let page = self
+            .inner
+            .due_page(partition, window, cursor, limit)
+            .await?;
         if self.lose(&rates) {
             return Err(StoreError::new(
                 ErrorClass::Transient,

@@ -1,6 +1,7 @@
 //! Orchestration of expiry deletes on tokio, generic over a small store trait.
 //!
-//! The engine knows nothing about AWS: it asks an [`ExpiryStore`] for the due items of a shard
+//! The engine knows nothing about AWS: it asks an [`ExpiryStore`] for the due items of a
+//! partition (a shard, or a window label of the 2022 blog's layout, see [`partition`])
 //! and asks it to delete each one on the condition that it is still due. Everything that decides
 //! *what* is due lives in `precise-ttl-core`; everything that talks to DynamoDB lives in the
 //! adapter crate. With the `test-util` feature,
@@ -16,6 +17,7 @@ pub mod faulty;
 pub mod memory;
 pub mod metrics;
 pub mod observe;
+pub mod partition;
 pub mod retry;
 pub mod store;
 pub mod sweep;
@@ -25,5 +27,6 @@ pub use clock::TokioClock;
 pub use clock::{Clock, SystemClock};
 pub use daemon::{Daemon, DaemonConfig, DaemonError, DaemonHandle, DaemonReport, DaemonStatus};
 pub use observe::{NoopObserver, Observer};
+pub use partition::{Partitioning, Windows};
 pub use store::{DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError};
-pub use sweep::{SweepConfig, SweepError, SweepReport, Sweeper};
+pub use sweep::{SharedPartitioning, SweepConfig, SweepError, SweepReport, Sweeper};

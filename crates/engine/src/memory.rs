@@ -96,10 +96,11 @@ impl ExpiryStore for MemoryStore {
     type Key = String;
     /// The last (expiry, key) returned.
     type Cursor = (Expiry, String);
+    type Partition = Shard;
 
     async fn due_page(
         &self,
-        shard: Shard,
+        shard: &Shard,
         window: DueWindow,
         cursor: Option<Self::Cursor>,
         limit: u32,

@@ -18,7 +18,7 @@ pub const BACKLOG: &str = "precise_ttl_backlog_items";
 /// Items read ahead and waiting for their expiry instant.
 pub const SCHEDULED: &str = "precise_ttl_scheduled_items";
 /// Epoch seconds T such that every due item with TTL ≤ T is known deleted; label `shard`
-/// (a number, or `all` for the minimum over shards).
+/// (a shard number, `windows` for the blog layout, or `all` for the minimum).
 pub const WATERMARK: &str = "precise_ttl_watermark_seconds";
 /// Seconds the overall watermark trails the clock.
 pub const WATERMARK_DELAY: &str = "precise_ttl_watermark_delay_seconds";

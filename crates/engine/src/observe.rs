@@ -1,6 +1,6 @@
 //! Per-item events for whoever wants them (the demo's printout, metrics, benchmarks).
 
-use precise_ttl_core::{Expiry, Shard, Timestamp};
+use precise_ttl_core::{Expiry, Timestamp};
 
 pub trait Observer<K>: Send + Sync + 'static {
     /// An item was deleted; `at` is when the store acknowledged the delete (so `at` − expiry is
@@ -11,7 +11,7 @@ pub trait Observer<K>: Send + Sync + 'static {
     /// A call was throttled and will be retried.
     fn throttled(&self) {}
     /// A page of due items came back from the index.
-    fn page(&self, _shard: Shard, _items: usize) {}
+    fn page(&self, _items: usize) {}
 }
 
 #[derive(Debug, Clone, Copy, Default)]

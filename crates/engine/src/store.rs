@@ -1,6 +1,6 @@
 //! The boundary between the engine and a database: two calls, typed outcomes, classified errors.
 
-use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Shard};
+use precise_ttl_core::{DueWindow, ErrorClass, Expiry};
 use std::fmt;
 use std::future::Future;
 use thiserror::Error;
@@ -52,7 +52,8 @@ impl StoreError {
     }
 }
 
-/// A table that keeps items with an expiry, indexed by (shard, expiry).
+/// A table that keeps items with an expiry, indexed by (partition, expiry): a partition is a
+/// shard value in our layout, a window label in the 2022 blog's (see [`crate::partition`]).
 ///
 /// Implementations must never delete an item whose stored expiry is outside the window passed to
 /// [`ExpiryStore::delete_if_due`] at the moment of the delete: the index may be stale.
@@ -61,11 +62,13 @@ pub trait ExpiryStore: Send + Sync + 'static {
     type Key: Clone + Eq + std::hash::Hash + Send + Sync + fmt::Debug + 'static;
     /// Where a paged query continues.
     type Cursor: Clone + Send + Sync + fmt::Debug + 'static;
+    /// One partition key value of the expiry index.
+    type Partition: Clone + Send + Sync + fmt::Debug + fmt::Display + 'static;
 
-    /// Items of `shard` whose indexed expiry lies in `window`, oldest first, at most `limit`.
+    /// Items of `partition` whose indexed expiry lies in `window`, oldest first, at most `limit`.
     fn due_page(
         &self,
-        shard: Shard,
+        partition: &Self::Partition,
         window: DueWindow,
         cursor: Option<Self::Cursor>,
         limit: u32,

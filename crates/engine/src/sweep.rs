@@ -1,15 +1,17 @@
-//! One pass over every shard: page through the due items and delete each one conditionally.
+//! One pass over every partition of the expiry index: page through the due items and delete
+//! each one conditionally.
 //!
-//! Memory stays bounded whatever the backlog: a shard holds at most one page of keys, and the
-//! number of deletes in flight is capped by a semaphore shared by all shards, so a huge shard
+//! Memory stays bounded whatever the backlog: a partition holds at most one page of keys, and the
+//! number of deletes in flight is capped by a semaphore shared by all partitions, so a huge one
 //! cannot starve the others of more than its share of permits.
 
 use crate::clock::Clock;
 use crate::counters::Counters;
 use crate::observe::{NoopObserver, Observer};
+use crate::partition::Partitioning;
 use crate::retry::with_backoff;
 use crate::store::{DeleteOutcome, DueItem, ExpiryStore, StoreError};
-use precise_ttl_core::{Backoff, DueWindow, ErrorClass, Shard, ShardCount, SweepPlan, Timestamp};
+use precise_ttl_core::{Backoff, DueWindow, ErrorClass, Timestamp};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use thiserror::Error;
@@ -18,27 +20,22 @@ use tokio::task::JoinSet;
 
 #[derive(Debug, Clone)]
 pub struct SweepConfig {
-    pub shards: ShardCount,
-    /// Keys asked for per index query; bounds the memory a shard holds.
+    /// Keys asked for per index query; bounds the memory a partition holds.
     pub page_size: u32,
-    /// Deletes in flight across all shards.
+    /// Deletes in flight across all partitions.
     pub concurrency: usize,
-    /// Shards paged through at the same time.
+    /// Partitions paged through at the same time.
     pub shard_parallelism: usize,
     pub backoff: Backoff,
-    /// Also look for due items on shard values from `shards` up to 1023 (the largest shard
-    /// count), and sweep any found: lowering `--shards` then strands nothing. One single-item
-    /// query per value, so about 1 000 small reads per pass.
+    /// Also look for due items on the partitions writers may use by mistake (shard values from
+    /// `shards` up to 1023, the largest shard count), and sweep any found: lowering `--shards`
+    /// then strands nothing. One single-item query per value, so about 1 000 small reads.
     pub probe_strays: bool,
 }
 
-/// The largest shard value a writer using any valid shard count can produce.
-pub const MAX_SHARD_VALUE: u16 = 1023;
-
-impl SweepConfig {
-    pub fn new(shards: ShardCount) -> Self {
+impl Default for SweepConfig {
+    fn default() -> Self {
         SweepConfig {
-            shards,
             page_size: 500,
             concurrency: 32,
             shard_parallelism: 4,
@@ -49,8 +46,8 @@ impl SweepConfig {
 }
 
 /// What one pass did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SweepReport {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SweepReport<P> {
     /// The instant the pass looked for due items.
     pub now: Timestamp,
     pub deleted: u64,
@@ -62,10 +59,13 @@ pub struct SweepReport {
     pub throttled: u64,
     /// Index pages read.
     pub pages: u64,
+    /// Partitions read.
+    pub partitions: u64,
     /// Largest delay between an item's expiry and the moment its delete was sent, in ms.
     pub max_lag_ms: Option<i64>,
-    /// Shard values outside `0..shards` that held due items, swept too.
-    pub stray_shards: Vec<Shard>,
+    /// Partitions outside the layout (shard values outside `0..shards`) that held due items,
+    /// swept too.
+    pub strays: Vec<P>,
 }
 
 #[derive(Debug, Error)]
@@ -76,9 +76,13 @@ pub enum SweepError {
     Fatal(#[source] StoreError),
 }
 
+/// Where a store's due items are: a shard count, or the blog layout's windows.
+pub type SharedPartitioning<P> = Arc<dyn Partitioning<Partition = P>>;
+
 pub struct Sweeper<S: ExpiryStore, C: Clock> {
     store: Arc<S>,
     clock: Arc<C>,
+    partitioning: SharedPartitioning<S::Partition>,
     config: SweepConfig,
     observer: Arc<dyn Observer<S::Key>>,
 }
@@ -113,10 +117,16 @@ impl PassState {
 }
 
 impl<S: ExpiryStore, C: Clock> Sweeper<S, C> {
-    pub fn new(store: Arc<S>, clock: Arc<C>, config: SweepConfig) -> Self {
+    pub fn new(
+        store: Arc<S>,
+        clock: Arc<C>,
+        partitioning: SharedPartitioning<S::Partition>,
+        config: SweepConfig,
+    ) -> Self {
         Sweeper {
             store,
             clock,
+            partitioning,
             config,
             observer: Arc::new(NoopObserver),
         }
@@ -131,86 +141,91 @@ impl<S: ExpiryStore, C: Clock> Sweeper<S, C> {
         &self.config
     }
 
-    /// Deletes every item that is due now, on every shard (and every stray shard value, see
+    /// Deletes every item that is due now, on every partition (and every stray one, see
     /// [`SweepConfig::probe_strays`]), and reports what happened.
-    pub async fn sweep_once(&self) -> Result<SweepReport, SweepError> {
-        let plan = SweepPlan::new(self.clock.now(), self.config.shards);
+    pub async fn sweep_once(&self) -> Result<SweepReport<S::Partition>, SweepError> {
+        let window = DueWindow::at(self.clock.now());
         let strays = if self.config.probe_strays {
-            self.find_stray_shards(plan.window).await?
+            self.find_strays(window).await?
         } else {
             Vec::new()
         };
-        let mut shards = plan.shards.clone();
-        shards.extend(strays.iter().copied());
-        let mut report = self.sweep_shards(plan.window, &shards).await?;
-        report.stray_shards = strays;
+        let mut partitions: Vec<S::Partition> = (0..self.partitioning.lanes())
+            .flat_map(|lane| self.partitioning.partitions(lane, window))
+            .collect();
+        partitions.extend(strays.iter().cloned());
+        let mut report = self.sweep_partitions(window, &partitions).await?;
+        report.strays = strays;
         Ok(report)
     }
 
-    /// The shard values from `shards` to [`MAX_SHARD_VALUE`] with at least one item due in
+    /// The stray partitions (see [`Partitioning::strays`]) with at least one item due in
     /// `window`.
-    pub async fn find_stray_shards(&self, window: DueWindow) -> Result<Vec<Shard>, SweepError> {
-        let first = self.config.shards.get();
+    pub async fn find_strays(&self, window: DueWindow) -> Result<Vec<S::Partition>, SweepError> {
         let mut probes = JoinSet::new();
-        // As many probes in flight as shards read at once: the probe is background work.
+        // As many probes in flight as partitions read at once: the probe is background work.
         let permits = Arc::new(Semaphore::new(self.config.shard_parallelism.max(1)));
-        for value in first..=MAX_SHARD_VALUE {
+        for (i, partition) in self.partitioning.strays().into_iter().enumerate() {
             let store = Arc::clone(&self.store);
             let backoff = self.config.backoff;
             let permits = Arc::clone(&permits);
             probes.spawn(async move {
                 let _permit = permits.acquire_owned().await;
-                let shard = Shard(value);
-                let page =
-                    with_backoff(&backoff, || {}, || store.due_page(shard, window, None, 1)).await;
-                (shard, page.map(|p| !p.items.is_empty()))
+                let page = with_backoff(
+                    &backoff,
+                    || {},
+                    || store.due_page(&partition, window, None, 1),
+                )
+                .await;
+                (i, partition, page.map(|p| !p.items.is_empty()))
             });
         }
         let mut found = Vec::new();
         while let Some(joined) = probes.join_next().await {
             match joined {
-                Ok((shard, Ok(true))) => found.push(shard),
-                Ok((_, Ok(false))) => {}
-                Ok((_, Err(e))) if e.class == ErrorClass::Fatal => {
+                Ok((i, partition, Ok(true))) => found.push((i, partition)),
+                Ok((_, _, Ok(false))) => {}
+                Ok((_, _, Err(e))) if e.class == ErrorClass::Fatal => {
                     probes.abort_all();
                     return Err(SweepError::Fatal(e));
                 }
-                Ok((shard, Err(e))) => {
-                    tracing::warn!(%shard, error = %e, "stray shard probe failed; the next pass tries again");
+                Ok((_, partition, Err(e))) => {
+                    tracing::warn!(%partition, error = %e, "stray partition probe failed; the next pass tries again");
                 }
                 Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
                 Err(_) => {}
             }
         }
-        found.sort();
+        found.sort_by_key(|(i, _)| *i);
+        let found: Vec<S::Partition> = found.into_iter().map(|(_, p)| p).collect();
         if !found.is_empty() {
             tracing::warn!(
-                shards = ?found.iter().map(|s| s.0).collect::<Vec<_>>(),
-                "due items on shard values outside 0..{first}: swept, but raise --shards or rewrite them"
+                partitions = ?found.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "due items on index partitions outside the layout (shard values outside 0..shards): swept, but raise --shards or rewrite them"
             );
         }
         Ok(found)
     }
 
-    /// Deletes every item due in `window` on `shards`.
-    pub async fn sweep_shards(
+    /// Deletes every item due in `window` on `partitions`.
+    pub async fn sweep_partitions(
         &self,
         window: DueWindow,
-        shards_to_sweep: &[Shard],
-    ) -> Result<SweepReport, SweepError> {
+        partitions: &[S::Partition],
+    ) -> Result<SweepReport<S::Partition>, SweepError> {
         let counters = Arc::new(PassState::default());
         let delete_permits = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
         let shard_permits = Arc::new(Semaphore::new(self.config.shard_parallelism.max(1)));
         let mut shards = JoinSet::new();
-        for shard in shards_to_sweep.iter().copied() {
-            let pass = ShardPass {
+        for partition in partitions.iter().cloned() {
+            let pass = PartitionPass {
                 store: Arc::clone(&self.store),
                 clock: Arc::clone(&self.clock),
                 observer: Arc::clone(&self.observer),
                 counters: Arc::clone(&counters),
                 delete_permits: Arc::clone(&delete_permits),
                 config: self.config.clone(),
-                shard,
+                partition,
                 window,
             };
             let shard_permits = Arc::clone(&shard_permits);
@@ -241,27 +256,28 @@ impl<S: ExpiryStore, C: Clock> Sweeper<S, C> {
             errors: tally.errors,
             throttled: tally.throttled,
             pages: tally.queries,
+            partitions: partitions.len() as u64,
             max_lag_ms: *counters
                 .max_lag_ms
                 .lock()
                 .unwrap_or_else(|p| p.into_inner()),
-            stray_shards: Vec::new(),
+            strays: Vec::new(),
         })
     }
 }
 
-struct ShardPass<S: ExpiryStore, C: Clock> {
+struct PartitionPass<S: ExpiryStore, C: Clock> {
     store: Arc<S>,
     clock: Arc<C>,
     observer: Arc<dyn Observer<S::Key>>,
     counters: Arc<PassState>,
     delete_permits: Arc<Semaphore>,
     config: SweepConfig,
-    shard: Shard,
+    partition: S::Partition,
     window: DueWindow,
 }
 
-impl<S: ExpiryStore, C: Clock> ShardPass<S, C> {
+impl<S: ExpiryStore, C: Clock> PartitionPass<S, C> {
     async fn run(self) {
         let mut deletes = JoinSet::new();
         let mut cursor = None;
@@ -274,7 +290,7 @@ impl<S: ExpiryStore, C: Clock> ShardPass<S, C> {
                 || self.note_throttle(),
                 || {
                     self.store.due_page(
-                        self.shard,
+                        &self.partition,
                         self.window,
                         cursor.clone(),
                         self.config.page_size,
@@ -285,13 +301,13 @@ impl<S: ExpiryStore, C: Clock> ShardPass<S, C> {
             let page = match page {
                 Ok(p) => p,
                 Err(e) => {
-                    // Without the index we cannot make progress on this shard; say so loudly.
+                    // Without the index we cannot make progress on this partition; say so loudly.
                     self.counters.fail(e);
                     break;
                 }
             };
             self.counters.counts.query("sweep");
-            self.observer.page(self.shard, page.items.len());
+            self.observer.page(page.items.len());
             for item in page.items {
                 if self.counters.stopped() {
                     break;

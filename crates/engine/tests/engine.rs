@@ -4,8 +4,8 @@
 use precise_ttl_core::{Backoff, DueWindow, ErrorClass, Shard, ShardCount, Timestamp};
 use precise_ttl_engine::memory::{Call, MemItem, MemTtl, MemoryStore};
 use precise_ttl_engine::{
-    Clock, DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError, SweepConfig, SweepError,
-    Sweeper,
+    Clock, DeleteOutcome, DueItem, DuePage, ExpiryStore, SharedPartitioning, StoreError,
+    SweepConfig, SweepError, Sweeper,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,18 +23,23 @@ fn clock() -> Arc<FixedClock> {
     Arc::new(FixedClock(Timestamp::from_secs(NOW_S)))
 }
 
-fn config(shards: u64) -> SweepConfig {
-    let mut c = SweepConfig::new(ShardCount::new(shards).unwrap());
-    c.page_size = 7;
-    c.concurrency = 5;
-    c.backoff = Backoff {
-        base: Duration::from_millis(1),
-        cap: Duration::from_millis(4),
-        max_attempts: 4,
-    };
-    // The fault tests count calls; stray probing has its own test.
-    c.probe_strays = false;
-    c
+fn shards(n: u64) -> SharedPartitioning<Shard> {
+    Arc::new(ShardCount::new(n).unwrap())
+}
+
+fn config() -> SweepConfig {
+    SweepConfig {
+        page_size: 7,
+        concurrency: 5,
+        backoff: Backoff {
+            base: Duration::from_millis(1),
+            cap: Duration::from_millis(4),
+            max_attempts: 4,
+        },
+        // The fault tests count calls; stray probing has its own test.
+        probe_strays: false,
+        ..SweepConfig::default()
+    }
 }
 
 fn num(n: impl ToString, shard: u16) -> MemItem {
@@ -80,7 +85,7 @@ async fn deletes_every_due_item_across_pages_and_shards_and_nothing_else() {
     );
     store.put("shard-out-of-range", num(NOW_S - 10, 9));
 
-    let report = Sweeper::new(Arc::clone(&store), clock(), config(4))
+    let report = Sweeper::new(Arc::clone(&store), clock(), shards(4), config())
         .sweep_once()
         .await
         .unwrap();
@@ -118,16 +123,17 @@ struct Hooked {
 impl ExpiryStore for Hooked {
     type Key = String;
     type Cursor = <MemoryStore as ExpiryStore>::Cursor;
+    type Partition = Shard;
 
     async fn due_page(
         &self,
-        shard: Shard,
+        shard: &Shard,
         window: DueWindow,
         cursor: Option<Self::Cursor>,
         limit: u32,
     ) -> Result<DuePage<String, Self::Cursor>, StoreError> {
         let page = self.inner.due_page(shard, window, cursor, limit).await?;
-        (self.after_query)(&self.inner, shard, &page.items)?;
+        (self.after_query)(&self.inner, *shard, &page.items)?;
         Ok(page)
     }
 
@@ -155,7 +161,7 @@ async fn an_item_extended_between_query_and_delete_survives_and_counts_as_skippe
             Ok(())
         }),
     });
-    let report = Sweeper::new(Arc::clone(&store), clock(), config(1))
+    let report = Sweeper::new(Arc::clone(&store), clock(), shards(1), config())
         .sweep_once()
         .await
         .unwrap();
@@ -171,14 +177,14 @@ async fn stray_shard_values_are_found_and_swept_after_lowering_the_shard_count()
     store.put("stray-9", num(NOW_S - 5, 9));
     store.put("stray-1023", num(NOW_S - 5, 1023));
     store.put("stray-not-due", num(NOW_S + 60, 700));
-    let mut c = config(4);
+    let mut c = config();
     c.probe_strays = true;
-    let report = Sweeper::new(Arc::clone(&store), clock(), c)
+    let report = Sweeper::new(Arc::clone(&store), clock(), shards(4), c)
         .sweep_once()
         .await
         .unwrap();
     assert_eq!(report.deleted, 3);
-    assert_eq!(report.stray_shards, vec![Shard(9), Shard(1023)]);
+    assert_eq!(report.strays, vec![Shard(9), Shard(1023)]);
     assert_eq!(store.len(), 1);
     assert!(store.get("stray-not-due").is_some());
 }
@@ -192,7 +198,7 @@ async fn throttling_and_transient_errors_are_retried() {
     store.inject(Call::Query, ErrorClass::Throttled, 2);
     store.inject(Call::Delete, ErrorClass::Throttled, 3);
     store.inject(Call::Delete, ErrorClass::Transient, 3);
-    let report = Sweeper::new(Arc::clone(&store), clock(), config(1))
+    let report = Sweeper::new(Arc::clone(&store), clock(), shards(1), config())
         .sweep_once()
         .await
         .unwrap();
@@ -207,7 +213,7 @@ async fn deletes_that_keep_failing_are_counted_and_left_for_the_next_pass() {
     let store = Arc::new(MemoryStore::new());
     store.put("k", num(NOW_S - 1, 0));
     store.inject(Call::Delete, ErrorClass::Transient, 4);
-    let sweeper = Sweeper::new(Arc::clone(&store), clock(), config(1));
+    let sweeper = Sweeper::new(Arc::clone(&store), clock(), shards(1), config());
     let report = sweeper.sweep_once().await.unwrap();
     assert_eq!((report.deleted, report.errors), (0, 1));
     assert_eq!(store.calls(Call::Delete), 4);
@@ -223,7 +229,7 @@ async fn a_fatal_error_stops_the_pass() {
         store.put(format!("k{i}"), num(NOW_S - 1, 0));
     }
     store.inject(Call::Query, ErrorClass::Fatal, 1);
-    let err = Sweeper::new(Arc::clone(&store), clock(), config(1))
+    let err = Sweeper::new(Arc::clone(&store), clock(), shards(1), config())
         .sweep_once()
         .await
         .unwrap_err();
@@ -234,7 +240,7 @@ async fn a_fatal_error_stops_the_pass() {
 
     store.inject(Call::Delete, ErrorClass::Fatal, 1);
     assert!(
-        Sweeper::new(Arc::clone(&store), clock(), config(1))
+        Sweeper::new(Arc::clone(&store), clock(), shards(1), config())
             .sweep_once()
             .await
             .is_err()
@@ -246,7 +252,7 @@ async fn an_index_that_stays_unreachable_is_fatal_after_the_retries() {
     let store = Arc::new(MemoryStore::new());
     store.put("k", num(NOW_S - 1, 0));
     store.inject(Call::Query, ErrorClass::Transient, 10);
-    let result = Sweeper::new(Arc::clone(&store), clock(), config(1))
+    let result = Sweeper::new(Arc::clone(&store), clock(), shards(1), config())
         .sweep_once()
         .await;
     assert!(matches!(result, Err(SweepError::Fatal(ref e)) if e.class == ErrorClass::Transient));
@@ -269,20 +275,21 @@ mod daemon {
         Timestamp::from_millis(NOW_S * 1000 + offset_ms).to_epoch_seconds_text()
     }
 
-    pub(super) fn config(shards: u64) -> DaemonConfig {
-        let mut c = DaemonConfig::new(ShardCount::new(shards).unwrap());
-        c.poll_interval = Duration::from_millis(100);
-        c.horizon = Duration::from_secs(2);
-        c.lookback = Duration::from_millis(300);
-        c.page_size = 50;
-        c.backoff = Backoff {
-            base: Duration::from_millis(1),
-            cap: Duration::from_millis(20),
-            max_attempts: 20,
-        };
-        // Scripted faults are for the readers under test; stray probing has its own tests.
-        c.stray_check_interval = None;
-        c
+    pub(super) fn config() -> DaemonConfig {
+        DaemonConfig {
+            poll_interval: Duration::from_millis(100),
+            horizon: Duration::from_secs(2),
+            lookback: Duration::from_millis(300),
+            page_size: 50,
+            backoff: Backoff {
+                base: Duration::from_millis(1),
+                cap: Duration::from_millis(20),
+                max_attempts: 20,
+            },
+            // Scripted faults are for the readers under test; stray probing has its own tests.
+            stray_check_interval: None,
+            ..DaemonConfig::default()
+        }
     }
 
     /// Each deletion: key, expiry and acknowledgement instant (test clock).
@@ -316,9 +323,9 @@ mod daemon {
         );
         let deletions = Arc::new(Deletions::default());
         let clock = clock();
-        let mut config = config(4);
+        let mut config = config();
         config.batch_linger = Duration::from_millis(5);
-        let daemon = Daemon::new(Arc::clone(&store), Arc::clone(&clock), config)
+        let daemon = Daemon::new(Arc::clone(&store), Arc::clone(&clock), shards(4), config)
             .with_observer(deletions.clone());
         let handle = daemon.handle();
         let report = daemon
@@ -360,8 +367,8 @@ mod daemon {
         store.put("extended", num(at(800), 0));
         store.put("plain", num(at(800), 0));
         let deletions = Arc::new(Deletions::default());
-        let daemon =
-            Daemon::new(Arc::clone(&store), clock(), config(1)).with_observer(deletions.clone());
+        let daemon = Daemon::new(Arc::clone(&store), clock(), shards(1), config())
+            .with_observer(deletions.clone());
         let writer = {
             let store = Arc::clone(&store);
             async move {
@@ -396,7 +403,7 @@ mod daemon {
         store.inject(Call::Delete, ErrorClass::Throttled, 100);
         store.inject(Call::Query, ErrorClass::Throttled, 10);
         store.inject(Call::Delete, ErrorClass::Transient, 20);
-        let report = Daemon::new(Arc::clone(&store), clock(), config(2))
+        let report = Daemon::new(Arc::clone(&store), clock(), shards(2), config())
             .run(tokio::time::sleep(Duration::from_secs(3)))
             .await
             .unwrap();
@@ -411,10 +418,10 @@ mod daemon {
         for i in 0..1000u16 {
             store.put(format!("k{i}"), num(at(-1000), 0));
         }
-        let mut c = config(1);
+        let mut c = config();
         c.max_deletes_per_second = Some(200.0);
         let deletions = Arc::new(Deletions::default());
-        let report = Daemon::new(Arc::clone(&store), clock(), c)
+        let report = Daemon::new(Arc::clone(&store), clock(), shards(1), c)
             .with_observer(deletions.clone())
             .run(tokio::time::sleep(Duration::from_secs(3)))
             .await
@@ -450,9 +457,9 @@ mod daemon {
                 _ => Err(StoreError::new(ErrorClass::Fatal, "access denied")),
             }),
         });
-        let mut c = config(1);
+        let mut c = config();
         c.stray_check_interval = Some(Duration::from_secs(60));
-        let result = Daemon::new(store, clock(), c)
+        let result = Daemon::new(store, clock(), shards(1), c)
             .run(tokio::time::sleep(Duration::from_secs(30)))
             .await;
         assert!(
@@ -466,9 +473,9 @@ mod daemon {
         let store = Arc::new(MemoryStore::new());
         store.put("stray", num(at(-1000), 700));
         store.put("stray-later", num(at(60_000), 700));
-        let mut c = config(2);
+        let mut c = config();
         c.stray_check_interval = Some(Duration::from_secs(60));
-        let report = Daemon::new(Arc::clone(&store), clock(), c)
+        let report = Daemon::new(Arc::clone(&store), clock(), shards(2), c)
             .run(tokio::time::sleep(Duration::from_millis(800)))
             .await
             .unwrap();
@@ -481,7 +488,7 @@ mod daemon {
     async fn a_fatal_error_stops_the_daemon() {
         let store = Arc::new(MemoryStore::new());
         store.inject(Call::Query, ErrorClass::Fatal, 1);
-        let result = Daemon::new(Arc::clone(&store), clock(), config(1))
+        let result = Daemon::new(Arc::clone(&store), clock(), shards(1), config())
             .run(tokio::time::sleep(Duration::from_secs(30)))
             .await;
         assert!(result.is_err());
@@ -517,14 +524,16 @@ mod faults {
             ..FaultRates::default()
         };
         let store = Arc::new(FaultyStore::new(inner, rates));
-        let mut config = DaemonConfig::new(ShardCount::new(4).unwrap());
-        config.poll_interval = Duration::from_millis(100);
-        config.lookback = Duration::from_millis(300);
-        config.horizon = Duration::from_secs(2);
-        config.backoff = Backoff {
-            base: Duration::from_millis(2),
-            cap: Duration::from_millis(50),
-            max_attempts: 30,
+        let config = DaemonConfig {
+            poll_interval: Duration::from_millis(100),
+            lookback: Duration::from_millis(300),
+            horizon: Duration::from_secs(2),
+            backoff: Backoff {
+                base: Duration::from_millis(2),
+                cap: Duration::from_millis(50),
+                max_attempts: 30,
+            },
+            ..DaemonConfig::default()
         };
         let faulty = Arc::clone(&store);
         let stop_faults = async move {
@@ -533,7 +542,7 @@ mod faults {
             tokio::time::sleep(Duration::from_millis(2000)).await;
         };
         let clock = Arc::new(TokioClock::starting_at(Timestamp::from_secs(NOW_S)));
-        let report = Daemon::new(Arc::clone(&store), clock, config)
+        let report = Daemon::new(Arc::clone(&store), clock, shards(4), config)
             .run(stop_faults)
             .await
             .unwrap();
@@ -550,5 +559,108 @@ mod faults {
         // Lost responses make a retry find the item gone: counted as skipped, never as an error.
         assert!(report.deleted + report.skipped >= 1500, "{report:?}");
         assert_eq!(report.errors, 0);
+    }
+}
+
+/// The 2022 blog's layout through the same daemon: one partition per window label.
+mod windows {
+    use super::*;
+    use precise_ttl_core::{WindowFormat, WindowLabel, WindowSpec, window::parse_iso};
+    use precise_ttl_engine::{Daemon, TokioClock, Windows};
+
+    /// The reference store seen through a window index: a label's partition holds the items
+    /// whose expiry lies in that window (all items sit on shard 0 of the inner store).
+    struct WindowIndex(MemoryStore);
+
+    impl ExpiryStore for WindowIndex {
+        type Key = String;
+        type Cursor = <MemoryStore as ExpiryStore>::Cursor;
+        type Partition = WindowLabel;
+
+        async fn due_page(
+            &self,
+            label: &WindowLabel,
+            window: DueWindow,
+            cursor: Option<Self::Cursor>,
+            limit: u32,
+        ) -> Result<DuePage<String, Self::Cursor>, StoreError> {
+            let (start, end) = label.0.split_once('_').unwrap();
+            let start = parse_iso(start).unwrap().0;
+            let last = Timestamp::from_millis(parse_iso(end).unwrap().0.as_millis() - 1);
+            let inside = DueWindow::between(window.oldest.max(start), window.until.min(last));
+            if inside.oldest > inside.until {
+                return Ok(DuePage {
+                    items: Vec::new(),
+                    next: None,
+                });
+            }
+            self.0.due_page(&Shard(0), inside, cursor, limit).await
+        }
+
+        async fn delete_if_due(
+            &self,
+            key: &String,
+            window: DueWindow,
+        ) -> Result<DeleteOutcome, StoreError> {
+            self.0.delete_if_due(key, window).await
+        }
+    }
+
+    #[derive(Default)]
+    struct Lags(std::sync::Mutex<Vec<i64>>);
+    impl precise_ttl_engine::Observer<String> for Lags {
+        fn deleted(&self, _key: &String, expiry: precise_ttl_core::Expiry, at: Timestamp) {
+            self.0.lock().unwrap().push(at.millis_since(expiry.at()));
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn window_labels_get_read_ahead_timers_a_backlog_and_a_rising_floor() {
+        // Ten seconds before a minute boundary, so fresh expiries span two windows.
+        let start = NOW_S - NOW_S % 60 + 50;
+        let t = |offset_ms: i64| Timestamp::from_millis(start * 1000 + offset_ms);
+        let store = MemoryStore::new();
+        for i in 0..500i64 {
+            // A backlog over the last five minutes, since the floor.
+            store.put(
+                format!("backlog-{i}"),
+                num(t(-300_000 + i * 500).to_epoch_seconds_text(), 0),
+            );
+        }
+        for i in 0..400i64 {
+            // Integer TTLs, due across the minute boundary.
+            let ttl = Timestamp::from_secs(start + 1 + i / 20);
+            store.put(format!("fresh-{i}"), num(ttl.to_epoch_seconds_text(), 0));
+        }
+        store.put(
+            "below-the-floor",
+            num(t(-900_000).to_epoch_seconds_text(), 0),
+        );
+        store.put("later", num(t(600_000).to_epoch_seconds_text(), 0));
+        let store = Arc::new(WindowIndex(store));
+        let spec = WindowSpec::new(Duration::from_secs(60), WindowFormat::Millis).unwrap();
+        let windows = Arc::new(Windows::new(spec, t(-360_000), Duration::from_secs(2)));
+        let lags = Arc::new(Lags::default());
+        let clock = Arc::new(TokioClock::starting_at(t(0)));
+        let report = Daemon::new(Arc::clone(&store), clock, windows.clone(), daemon::config())
+            .with_observer(lags.clone())
+            .run(tokio::time::sleep(Duration::from_secs(25)))
+            .await
+            .unwrap();
+
+        assert_eq!(report.deleted, 900);
+        assert_eq!((report.skipped, report.errors), (0, 0));
+        assert!(store.0.get("later").is_some());
+        // The floor is where a first run starts (a checkpoint minus the lookback): older
+        // windows are not read, as the blog's own sweeper never reads them.
+        assert!(store.0.get("below-the-floor").is_some());
+        let lags = lags.0.lock().unwrap();
+        let fresh = &lags[lags.len() - 400..];
+        assert!(
+            fresh.iter().all(|lag| (0..=5).contains(lag)),
+            "fresh items go at their expiry instant: {fresh:?}"
+        );
+        // The floor followed the watermark: a restart would read from just behind the present.
+        assert!(windows.floor() >= t(20_000), "floor {:?}", windows.floor());
     }
 }

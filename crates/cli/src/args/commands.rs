@@ -3,7 +3,8 @@
 
 use super::{duration, poll_interval, positive_rate};
 use clap::{Args, ValueEnum};
-use precise_ttl_dynamodb::KeyAttribute;
+use precise_ttl_core::{WindowFormat, WindowSpec};
+use precise_ttl_dynamodb::{BlogOptions, KeyAttribute};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -89,18 +90,36 @@ pub struct BlogArgs {
     #[arg(long, env = "PRECISE_TTL_WINDOW_SINCE", default_value = "7d", value_parser = duration)]
     pub window_since: Duration,
 
-    /// blog-window: every pass also re-reads this far behind the checkpoint, for late writes and
-    /// the index's eventual consistency
+    /// blog-window: reads reach this far behind the checkpoint (and, while running, behind the
+    /// watermark), for late writes and the index's eventual consistency
     #[arg(long, env = "PRECISE_TTL_WINDOW_LOOKBACK", default_value = "5m", value_parser = duration)]
     pub window_lookback: Duration,
 
-    /// blog-window: the control table keeping each index's "swept until" (created if missing)
+    /// blog-window: the control table keeping each index's "swept until" (created if missing;
+    /// `run` saves its watermark there every few seconds and on exit)
     #[arg(
         long,
         env = "PRECISE_TTL_CHECKPOINT_TABLE",
         default_value = "precise-ttl-checkpoints"
     )]
     pub checkpoint_table: String,
+}
+
+impl BlogArgs {
+    /// The window layout these flags describe.
+    pub fn options(&self) -> Result<BlogOptions, precise_ttl_core::WindowError> {
+        let format = match self.window_format {
+            WindowFormatArg::Millis => WindowFormat::Millis,
+            WindowFormatArg::Seconds => WindowFormat::Seconds,
+        };
+        Ok(BlogOptions {
+            window_attribute: self.window_attribute.clone(),
+            spec: WindowSpec::new(self.window_size, format)?,
+            since: self.window_since,
+            lookback: self.window_lookback,
+            checkpoint_table: self.checkpoint_table.clone(),
+        })
+    }
 }
 
 // Flag groups: each flag means one thing, with one default and one range, in every command that

@@ -165,9 +165,7 @@ async fn backfill_of_50k_items_interrupted_and_resumed_indexes_each_exactly_once
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let _ = Command::new("kill")
-        .args(["-INT", &first.id().to_string()])
-        .status();
+    crate::support::signal(&first, nix::sys::signal::Signal::SIGINT);
     let out = first.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "stopped early: {stderr}");
@@ -561,25 +559,53 @@ async fn the_blog_layout_is_swept_including_every_window_missed_during_downtime(
         "checkpoint advanced: {swept_until}"
     );
 
-    // The daemon form: items expiring in the next seconds are gone before it stops.
+    // The daemon form, through the same engine as our layout: read-ahead timers, /metrics with
+    // the windows' watermark, a clean stop on SIGTERM that saves the watermark as checkpoint.
     let t = now().as_millis();
     let soon: Vec<_> = (0..30)
-        .map(|i| blog_item(&format!("soon-{i}"), t + 500 + i * 50))
+        .map(|i| blog_item(&format!("soon-{i}"), t + 1500 + i * 50))
         .collect();
     table.put_many(soon).await;
-    precise_ttl()
-        .args([
-            "run",
-            "--table",
-            &table.name,
-            "--for",
-            "4s",
-            "--poll-interval",
-            "250ms",
-        ])
-        .args(blog_args)
-        .assert()
-        .success();
-    assert_eq!(table.count().await, 21);
+    let (mut child, lines, base) =
+        crate::daemon::daemon_with_metrics(&table.name, crate::support::endpoint(), &blog_args);
+    let started = std::time::Instant::now();
+    while table.count().await > 21 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the items due soon were not deleted"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let last_ttl_ms = t + 1500 + 29 * 50;
+    let metrics = loop {
+        // The watermark passes the last item once a backlog pass and the head reads join up.
+        let metrics = crate::daemon::http_get(&format!("{base}/metrics"));
+        let watermark = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("precise_ttl_watermark_seconds{shard=\"windows\"} "))
+            .and_then(|v| v.trim().parse::<f64>().ok());
+        if watermark.is_some_and(|w| w * 1000.0 >= last_ttl_ms as f64) {
+            break metrics;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{metrics}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(metrics.contains("precise_ttl_deleted_total"), "{metrics}");
+    crate::support::terminate(&child);
+    assert!(child.wait().unwrap().success());
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(
+        rest.iter().any(|l| l.starts_with("stopped: deleted 30,")),
+        "{rest:?}"
+    );
     assert!(table.get("extended").await.is_some());
+    let saved = checkpoints
+        .load(&format!("{}/expiration-window", table.name))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        saved.as_millis() >= last_ttl_ms,
+        "the watermark past the last deleted item is the checkpoint: {saved}"
+    );
 }

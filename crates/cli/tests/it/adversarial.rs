@@ -244,7 +244,10 @@ async fn set_up(table: &TestTable) {
         .expect("setup");
 }
 
-async fn sweep(table: &TestTable, mode: DeleteMode) -> precise_ttl_engine::SweepReport {
+async fn sweep(
+    table: &TestTable,
+    mode: DeleteMode,
+) -> precise_ttl_engine::SweepReport<precise_ttl_core::Shard> {
     let store = DynamoStore::open(table.dynamo.clone(), &table.name, layout())
         .await
         .expect("open")
@@ -252,7 +255,8 @@ async fn sweep(table: &TestTable, mode: DeleteMode) -> precise_ttl_engine::Sweep
     Sweeper::new(
         Arc::new(store),
         Arc::new(SystemClock),
-        SweepConfig::new(layout().shards),
+        Arc::new(layout().shards),
+        SweepConfig::default(),
     )
     .sweep_once()
     .await

@@ -149,9 +149,7 @@ async fn run_many_until_clean(
     }
     let mut outs = Vec::new();
     for child in children {
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
+        crate::support::signal(&child, nix::sys::signal::Signal::SIGTERM);
         outs.push(finish(child).await);
     }
     outs
@@ -220,9 +218,7 @@ async fn a_daemon_killed_at_random_moments_and_restarted_loses_nothing() {
     for _ in 0..rounds {
         let mut child = daemon(&table.name, endpoint(), &[]);
         tokio::time::sleep(Duration::from_millis(fastrand::u64(100..500))).await;
-        let _ = Command::new("kill")
-            .args(["-KILL", &child.id().to_string()])
-            .status();
+        crate::support::signal(&child, nix::sys::signal::Signal::SIGKILL);
         let status = child.wait().unwrap();
         assert!(!status.success(), "killed");
     }
@@ -359,9 +355,7 @@ async fn twenty_percent_throttling_on_the_wire_then_prompt_recovery() {
             break;
         }
     }
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
+    crate::support::signal(&child, nix::sys::signal::Signal::SIGTERM);
     let out = finish(child).await;
     assert!(
         late.is_empty(),

@@ -116,10 +116,7 @@ async fn sigterm_stops_the_daemon_cleanly_and_metrics_are_served() {
     }
 
     let stopping = Instant::now();
-    Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
+    crate::support::terminate(&child);
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}");
     assert!(stopping.elapsed() < Duration::from_secs(5));
@@ -130,11 +127,11 @@ async fn sigterm_stops_the_daemon_cleanly_and_metrics_are_served() {
     );
 }
 
-type Lines = std::io::Lines<BufReader<std::process::ChildStdout>>;
+pub(crate) type Lines = std::io::Lines<BufReader<std::process::ChildStdout>>;
 
 /// `precise-ttl run` polling every 100 ms with metrics on a free port: the child, the rest of its
 /// standard output, and the base URL of `/metrics` and `/healthz`.
-fn daemon_with_metrics(
+pub(crate) fn daemon_with_metrics(
     table: &str,
     endpoint: &str,
     extra: &[&str],
@@ -196,7 +193,7 @@ async fn healthz_turns_503_while_the_store_is_unreachable_and_recovers() {
     let _ = child.wait();
 }
 
-fn http_get(url: &str) -> String {
+pub(crate) fn http_get(url: &str) -> String {
     use std::io::{Read, Write};
     let rest = url.strip_prefix("http://").unwrap();
     let (host, path) = rest.split_once('/').unwrap();

@@ -254,3 +254,14 @@ pub async fn table_with_index() -> TestTable {
         .success();
     table
 }
+
+/// SIGTERM, as a service manager stops the daemon.
+pub fn terminate(child: &std::process::Child) {
+    signal(child, nix::sys::signal::Signal::SIGTERM);
+}
+
+/// Sends `signal`; a child that already exited is not an error (its wait says how it ended).
+pub fn signal(child: &std::process::Child, signal: nix::sys::signal::Signal) {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("a pid fits i32"));
+    let _ = nix::sys::signal::kill(pid, signal);
+}

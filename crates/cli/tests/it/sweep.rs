@@ -21,11 +21,15 @@ async fn set_up(table: &TestTable, layout: &TtlLayout) {
         .expect("setup");
 }
 
-fn sweeper<S: ExpiryStore>(store: S, layout: &TtlLayout) -> Sweeper<S, SystemClock> {
+fn sweeper<S: ExpiryStore<Partition = Shard>>(
+    store: S,
+    layout: &TtlLayout,
+) -> Sweeper<S, SystemClock> {
     Sweeper::new(
         Arc::new(store),
         Arc::new(SystemClock),
-        SweepConfig::new(layout.shards),
+        Arc::new(layout.shards),
+        SweepConfig::default(),
     )
 }
 
@@ -61,12 +65,19 @@ async fn deletes_more_than_a_megabyte_of_due_items_in_one_shard_over_several_pag
     let store = DynamoStore::open(table.dynamo.clone(), &table.name, layout.clone())
         .await
         .unwrap();
-    let mut config = SweepConfig::new(layout.shards);
-    config.page_size = 10_000;
-    let report = Sweeper::new(Arc::new(store), Arc::new(SystemClock), config)
-        .sweep_once()
-        .await
-        .unwrap();
+    let config = SweepConfig {
+        page_size: 10_000,
+        ..SweepConfig::default()
+    };
+    let report = Sweeper::new(
+        Arc::new(store),
+        Arc::new(SystemClock),
+        Arc::new(layout.shards),
+        config,
+    )
+    .sweep_once()
+    .await
+    .unwrap();
 
     assert_eq!(report.deleted, 700);
     assert_eq!((report.skipped, report.errors), (0, 0));
@@ -90,10 +101,11 @@ struct ExtendAfterQuery {
 impl ExpiryStore for ExtendAfterQuery {
     type Key = ItemKey;
     type Cursor = <DynamoStore as ExpiryStore>::Cursor;
+    type Partition = Shard;
 
     async fn due_page(
         &self,
-        shard: Shard,
+        shard: &Shard,
         window: DueWindow,
         cursor: Option<Self::Cursor>,
         limit: u32,
@@ -235,7 +247,7 @@ async fn malformed_missing_too_old_and_future_ttls_survive() {
     let report = sweeper(store, &layout).sweep_once().await.unwrap();
 
     assert_eq!((report.deleted, report.skipped, report.errors), (5, 0, 0));
-    assert_eq!(report.stray_shards, vec![Shard(99)]);
+    assert_eq!(report.strays, vec![Shard(99)]);
     for pk in [
         "due-1",
         "due-decimal",

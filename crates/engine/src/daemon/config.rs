@@ -1,14 +1,13 @@
 //! The daemon's settings, the report of a finished run, and how a run fails.
 
 use crate::store::StoreError;
-use precise_ttl_core::{Backoff, ShardCount, Timestamp};
+use precise_ttl_core::{Backoff, Timestamp};
 use std::time::Duration;
 use thiserror::Error;
 
 #[derive(Debug, Clone)]
 pub struct DaemonConfig {
-    pub shards: ShardCount,
-    /// How often each shard's index is read.
+    /// How often each lane's index partitions are read.
     pub poll_interval: Duration,
     /// How far ahead a read looks, so items are deleted at their expiry, not at the next read.
     pub horizon: Duration,
@@ -42,16 +41,15 @@ pub struct DaemonConfig {
     pub backoff: Backoff,
     /// On shutdown, how long in-flight deletes may take to finish.
     pub drain_timeout: Duration,
-    /// How often to look for due items on shard values outside `0..shards` (left by writers
-    /// with a larger shard count) and sweep them; `None`: never. These few items bypass the
+    /// How often to look for due items on stray partitions (shard values outside `0..shards`,
+    /// left by writers with a larger shard count) and sweep them; `None`: never. These few items bypass the
     /// dispatcher and its rate cap: a stray is a mistake to fix, not a load to budget.
     pub stray_check_interval: Option<Duration>,
 }
 
-impl DaemonConfig {
-    pub fn new(shards: ShardCount) -> Self {
+impl Default for DaemonConfig {
+    fn default() -> Self {
         DaemonConfig {
-            shards,
             poll_interval: Duration::from_secs(1),
             horizon: Duration::from_secs(5),
             lookback: Duration::from_secs(2),

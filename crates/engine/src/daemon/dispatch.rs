@@ -160,7 +160,7 @@ fn settle<S: ExpiryStore, C: Clock>(
                 shared.fail(e);
             }
             Err(e) => {
-                pending.coverage[work.shard.0 as usize].failed(work.item.expiry);
+                pending.coverage[work.lane].failed(work.item.expiry);
                 drop(pending);
                 shared.counters.error();
                 tracing::warn!(key = ?work.item.key, error = %e, "delete failed after retries; the backlog reader will find it again");

@@ -1,7 +1,8 @@
 //! The long-running sweeper: deletes each item at its expiry instant, catches up any backlog,
 //! and keeps a watermark of what is known deleted.
 //!
-//! Per shard, two readers feed one dispatcher:
+//! Per lane (a shard of our layout; the window labels of the blog's, see [`crate::partition`]),
+//! two readers feed one dispatcher:
 //! - the **head reader** polls the index every `poll_interval` for items expiring in
 //!   `[now − lookback, now + horizon]`. Items not yet due wait in a timer heap and are deleted at
 //!   their exact expiry instant; `lookback ≥ poll_interval` means an item written after one read
@@ -33,8 +34,9 @@ use crate::clock::Clock;
 use crate::counters::Counters;
 use crate::observe::{NoopObserver, Observer};
 use crate::store::{DueItem, ExpiryStore, StoreError};
+use crate::sweep::SharedPartitioning;
 use precise_ttl_core::watermark::Pending;
-use precise_ttl_core::{Aimd, DueWindow, ErrorClass, Shard};
+use precise_ttl_core::{Aimd, DueWindow, ErrorClass};
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -46,6 +48,7 @@ use tokio::time::Instant;
 pub struct Daemon<S: ExpiryStore, C: Clock> {
     store: Arc<S>,
     clock: Arc<C>,
+    partitioning: SharedPartitioning<S::Partition>,
     config: DaemonConfig,
     observer: Arc<dyn Observer<S::Key>>,
     handle: DaemonHandle,
@@ -66,7 +69,7 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// An item on its way through the daemon.
 #[derive(Debug, Clone)]
 struct Work<K> {
-    shard: Shard,
+    lane: usize,
     item: DueItem<K>,
 }
 
@@ -82,6 +85,7 @@ const NEAR_MARGIN: Duration = Duration::from_millis(150);
 struct Shared<S: ExpiryStore, C: Clock> {
     store: Arc<S>,
     clock: Arc<C>,
+    partitioning: SharedPartitioning<S::Partition>,
     config: DaemonConfig,
     observer: Arc<dyn Observer<S::Key>>,
     pending: Mutex<Pending<S::Key, Instant>>,
@@ -119,15 +123,37 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
         lock(&self.aimd).on_throttle(self.clock.now());
     }
 
-    /// Reads one window of a shard completely, handing each new item to `sink`.
+    /// Reads one window of a lane completely (every partition it spans), handing each new
+    /// item to `sink`.
     /// `Ok(n)`: pages read to the end, `n` new items. `Err`: transient trouble already logged,
     /// or a fatal error already reported.
     async fn read_window<F, Fut>(
         &self,
-        shard: Shard,
+        lane: usize,
         window: DueWindow,
         reader: &'static str,
         mut sink: F,
+    ) -> Result<usize, ()>
+    where
+        F: FnMut(Work<S::Key>) -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        let mut admitted = 0;
+        for partition in self.partitioning.partitions(lane, window) {
+            admitted += self
+                .read_partition(lane, &partition, window, reader, &mut sink)
+                .await?;
+        }
+        Ok(admitted)
+    }
+
+    async fn read_partition<F, Fut>(
+        &self,
+        lane: usize,
+        partition: &S::Partition,
+        window: DueWindow,
+        reader: &'static str,
+        sink: &mut F,
     ) -> Result<usize, ()>
     where
         F: FnMut(Work<S::Key>) -> Fut,
@@ -143,7 +169,7 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
                 || {
                     self.counters.query(reader);
                     self.store
-                        .due_page(shard, window, cursor.clone(), self.config.page_size)
+                        .due_page(partition, window, cursor.clone(), self.config.page_size)
                 },
             )
             .await;
@@ -154,17 +180,17 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
                     return Err(());
                 }
                 Err(e) => {
-                    tracing::warn!(%shard, reader, error = %e, "index read failed; trying again at the next poll");
+                    tracing::warn!(%partition, reader, error = %e, "index read failed; trying again at the next poll");
                     return Err(());
                 }
             };
-            self.observer.page(shard, page.items.len());
+            self.observer.page(page.items.len());
             for item in page.items {
-                if !lock(&self.pending).admit(shard, &item.key, item.expiry, read_at) {
+                if !lock(&self.pending).admit(lane, &item.key, item.expiry, read_at) {
                     continue;
                 }
                 admitted += 1;
-                if !sink(Work { shard, item }).await {
+                if !sink(Work { lane, item }).await {
                     return Err(());
                 }
             }
@@ -177,10 +203,21 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
 }
 
 impl<S: ExpiryStore, C: Clock> Daemon<S, C> {
-    pub fn new(store: Arc<S>, clock: Arc<C>, config: DaemonConfig) -> Self {
+    /// A daemon over `store`, whose due items `partitioning` locates (a [`ShardCount`] for our
+    /// layout, [`Windows`] for the blog's).
+    ///
+    /// [`ShardCount`]: precise_ttl_core::ShardCount
+    /// [`Windows`]: crate::partition::Windows
+    pub fn new(
+        store: Arc<S>,
+        clock: Arc<C>,
+        partitioning: SharedPartitioning<S::Partition>,
+        config: DaemonConfig,
+    ) -> Self {
         Daemon {
             store,
             clock,
+            partitioning,
             config,
             observer: Arc::new(NoopObserver),
             handle: DaemonHandle::default(),
@@ -204,13 +241,14 @@ impl<S: ExpiryStore, C: Clock> Daemon<S, C> {
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<DaemonReport, DaemonError> {
         let config = self.config.clone();
-        let shards = config.shards.get() as usize;
+        let lanes = self.partitioning.lanes();
         let (stop, stop_rx) = watch::channel(false);
         let shared = Arc::new(Shared {
             store: self.store,
             clock: self.clock,
+            partitioning: self.partitioning,
             observer: self.observer,
-            pending: Mutex::new(Pending::new(shards)),
+            pending: Mutex::new(Pending::new(lanes)),
             aimd: Mutex::new(Aimd::new(
                 config.min_concurrency,
                 config.initial_concurrency,
@@ -228,16 +266,16 @@ impl<S: ExpiryStore, C: Clock> Daemon<S, C> {
         let (timely_tx, timely_rx) = mpsc::channel(1024);
         let (backlog_tx, backlog_rx) = mpsc::channel(shared.config.backlog_buffer.max(1));
         let mut readers = JoinSet::new();
-        for shard in shared.config.shards.all() {
+        for lane in 0..lanes {
             readers.spawn(readers::head(
                 Arc::clone(&shared),
-                shard,
+                lane,
                 timely_tx.clone(),
                 stop_rx.clone(),
             ));
             readers.spawn(readers::backlog(
                 Arc::clone(&shared),
-                shard,
+                lane,
                 backlog_tx.clone(),
                 stop_rx.clone(),
             ));

@@ -1,11 +1,11 @@
-//! The readers that feed the dispatcher: per shard a head reader (read-ahead over the near
+//! The readers that feed the dispatcher: per lane a head reader (read-ahead over the near
 //! future) and a backlog reader (everything older, oldest first), plus the periodic sweep of
-//! stray shard values.
+//! stray partitions (shard values outside `0..shards`).
 
 use super::{NEAR_MARGIN, Shared, Work, lock, stopped};
 use crate::clock::Clock;
 use crate::store::ExpiryStore;
-use precise_ttl_core::{DueWindow, ErrorClass, NATIVE_TTL_MAX_AGE, Shard, Timestamp};
+use precise_ttl_core::{DueWindow, ErrorClass, NATIVE_TTL_MAX_AGE, Timestamp};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -17,15 +17,22 @@ pub(super) async fn strays<S: ExpiryStore, C: Clock>(
     every: Duration,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut config = crate::sweep::SweepConfig::new(shared.config.shards);
+    if shared.partitioning.strays().is_empty() {
+        return;
+    }
+    let mut config = crate::sweep::SweepConfig::default();
     // One probe at a time: strays are rare, and the probe must not compete with on-time deletes
     // (about 1 000 queries, a second or two on DynamoDB Local).
     config.concurrency = 8;
     config.shard_parallelism = 1;
     config.page_size = shared.config.page_size;
     config.backoff = shared.config.backoff;
-    let sweeper =
-        crate::sweep::Sweeper::new(Arc::clone(&shared.store), Arc::clone(&shared.clock), config);
+    let sweeper = crate::sweep::Sweeper::new(
+        Arc::clone(&shared.store),
+        Arc::clone(&shared.clock),
+        Arc::clone(&shared.partitioning),
+        config,
+    );
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -34,7 +41,7 @@ pub(super) async fn strays<S: ExpiryStore, C: Clock>(
             _ = tick.tick() => {}
         }
         let window = DueWindow::at(shared.clock.now());
-        let strays = match sweeper.find_stray_shards(window).await {
+        let strays = match sweeper.find_strays(window).await {
             Ok(s) => s,
             Err(crate::sweep::SweepError::Fatal(e)) if e.class == ErrorClass::Fatal => {
                 // Access denied or a vanished index stops the daemon, whichever reader sees it.
@@ -42,14 +49,14 @@ pub(super) async fn strays<S: ExpiryStore, C: Clock>(
                 return;
             }
             Err(e) => {
-                tracing::warn!(error = %e, "stray shard probe failed");
+                tracing::warn!(error = %e, "stray partition probe failed");
                 continue;
             }
         };
         if strays.is_empty() {
             continue;
         }
-        match sweeper.sweep_shards(window, &strays).await {
+        match sweeper.sweep_partitions(window, &strays).await {
             Ok(report) => shared.counters.absorb(crate::counters::Tally {
                 deleted: report.deleted,
                 skipped: report.skipped,
@@ -61,14 +68,14 @@ pub(super) async fn strays<S: ExpiryStore, C: Clock>(
                 shared.fail(e);
                 return;
             }
-            Err(e) => tracing::warn!(error = %e, "stray shard sweep failed"),
+            Err(e) => tracing::warn!(error = %e, "stray partition sweep failed"),
         }
     }
 }
 
 pub(super) async fn head<S: ExpiryStore, C: Clock>(
     shared: Arc<Shared<S, C>>,
-    shard: Shard,
+    lane: usize,
     timely: mpsc::Sender<Work<S::Key>>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -105,7 +112,7 @@ pub(super) async fn head<S: ExpiryStore, C: Clock>(
                 continue;
             }
             let read = shared
-                .read_window(shard, window, "head", |w| {
+                .read_window(lane, window, "head", |w| {
                     let timely = timely.clone();
                     async move { timely.send(w).await.is_ok() }
                 })
@@ -114,7 +121,7 @@ pub(super) async fn head<S: ExpiryStore, C: Clock>(
         }
         if ok {
             far_until = Some(horizon_end);
-            lock(&shared.pending).coverage[shard.0 as usize].head_read(from, now);
+            lock(&shared.pending).coverage[lane].head_read(from, now);
             lock(&shared.handle.status).last_read_ok = Some(Instant::now());
         } else {
             far_until = None;
@@ -124,17 +131,17 @@ pub(super) async fn head<S: ExpiryStore, C: Clock>(
 
 pub(super) async fn backlog<S: ExpiryStore, C: Clock>(
     shared: Arc<Shared<S, C>>,
-    shard: Shard,
+    lane: usize,
     backlog: mpsc::Sender<Work<S::Key>>,
     mut stop: watch::Receiver<bool>,
 ) {
     let config = &shared.config;
     let lookback = config.lookback.max(config.poll_interval);
-    // An empty backlog costs one query per shard and pass, and the head reads already cover the
+    // An empty backlog costs one query per partition and pass, and the head reads already cover the
     // recent past; with nothing found, look again after `backlog_idle_interval`.
     let idle = config.poll_interval.max(config.backlog_idle_interval);
     let mut pause = Duration::ZERO;
-    let mut generation = lock(&shared.pending).coverage[shard.0 as usize].error_generation;
+    let mut generation = lock(&shared.pending).coverage[lane].error_generation;
     loop {
         // Wait out the pause, but come back at the next poll if a delete of this shard failed
         // meanwhile: its item needs this reader to find it again.
@@ -147,8 +154,7 @@ pub(super) async fn backlog<S: ExpiryStore, C: Clock>(
                 _ = stopped(&mut stop) => return,
                 _ = tokio::time::sleep(step) => {}
             }
-            let failed =
-                lock(&shared.pending).coverage[shard.0 as usize].error_generation != generation;
+            let failed = lock(&shared.pending).coverage[lane].error_generation != generation;
             if failed || waiting.elapsed() >= pause {
                 break;
             }
@@ -156,9 +162,9 @@ pub(super) async fn backlog<S: ExpiryStore, C: Clock>(
         let now = shared.clock.now();
         let bound = now.saturating_sub(lookback);
         let window = DueWindow::between(now.saturating_sub(NATIVE_TTL_MAX_AGE), bound);
-        generation = lock(&shared.pending).coverage[shard.0 as usize].error_generation;
+        generation = lock(&shared.pending).coverage[lane].error_generation;
         let read = shared
-            .read_window(shard, window, "backlog", |w| {
+            .read_window(lane, window, "backlog", |w| {
                 let backlog = backlog.clone();
                 async move { backlog.send(w).await.is_ok() }
             })
@@ -166,7 +172,7 @@ pub(super) async fn backlog<S: ExpiryStore, C: Clock>(
         pause = match read {
             Ok(found) => {
                 let mut pending = lock(&shared.pending);
-                let coverage = &mut pending.coverage[shard.0 as usize];
+                let coverage = &mut pending.coverage[lane];
                 if coverage.error_generation == generation {
                     coverage.backlog_bound =
                         Some(coverage.backlog_bound.map_or(bound, |b| b.max(bound)));

@@ -1,4 +1,4 @@
-//! What a running daemon shows: backlog, read-ahead, per-shard and overall watermark, and when
+//! What a running daemon shows: backlog, read-ahead, per-lane and overall watermark, and when
 //! an index read last succeeded (for `/healthz`); published to metrics and to a shared handle.
 
 use super::{REMEMBER_RESOLVED, Shared, lock, stopped};
@@ -17,7 +17,8 @@ pub struct DaemonStatus {
     pub backlog: u64,
     pub scheduled: u64,
     pub watermark: Option<Timestamp>,
-    pub shard_watermarks: Vec<Option<Timestamp>>,
+    /// Per lane (a shard, or the blog layout's windows).
+    pub lane_watermarks: Vec<Option<Timestamp>>,
     /// When a head read last succeeded (monotonic), for `/healthz`.
     pub last_read_ok: Option<Instant>,
 }
@@ -40,21 +41,23 @@ pub(super) fn publish<S: ExpiryStore, C: Clock>(shared: &Shared<S, C>) {
     if let Some(before) = Instant::now().checked_sub(REMEMBER_RESOLVED) {
         pending.forget_resolved_before(before);
     }
-    let shard_watermarks: Vec<Option<Timestamp>> = (0..pending.coverage.len())
+    let lane_watermarks: Vec<Option<Timestamp>> = (0..pending.coverage.len())
         .map(|s| pending.watermark(s, now))
         .collect();
     let (backlog, scheduled) = pending.due_count(now);
     drop(pending);
-    let overall = if shard_watermarks.iter().all(Option::is_some) {
-        shard_watermarks.iter().flatten().min().copied()
+    let overall = if lane_watermarks.iter().all(Option::is_some) {
+        lane_watermarks.iter().flatten().min().copied()
     } else {
         None
     };
     metrics::gauge!(m::BACKLOG).set(backlog as f64);
     metrics::gauge!(m::SCHEDULED).set(scheduled as f64);
-    for (s, w) in shard_watermarks.iter().enumerate() {
-        if let Some(w) = w {
-            metrics::gauge!(m::WATERMARK, "shard" => s.to_string()).set(w.as_secs_f64());
+    for (lane, w) in lane_watermarks.iter().enumerate() {
+        if let Some(w) = *w {
+            shared.partitioning.watermark_advanced(lane, w);
+            metrics::gauge!(m::WATERMARK, "shard" => shared.partitioning.lane_name(lane))
+                .set(w.as_secs_f64());
         }
     }
     if let Some(w) = overall {
@@ -65,7 +68,7 @@ pub(super) fn publish<S: ExpiryStore, C: Clock>(shared: &Shared<S, C>) {
     status.backlog = backlog;
     status.scheduled = scheduled;
     status.watermark = overall;
-    status.shard_watermarks = shard_watermarks;
+    status.lane_watermarks = lane_watermarks;
 }
 
 pub(super) async fn publish_every<S: ExpiryStore, C: Clock>(

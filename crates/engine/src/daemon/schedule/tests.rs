@@ -2,7 +2,6 @@
 
 use super::*;
 use crate::store::DueItem;
-use precise_ttl_core::{Shard, ShardCount};
 
 const T0: i64 = 1_800_000_000_000;
 
@@ -12,7 +11,7 @@ fn at(ms: i64) -> Timestamp {
 
 fn work(key: u32, expires_ms: i64) -> Work<u32> {
     Work {
-        shard: Shard(0),
+        lane: 0,
         item: DueItem {
             key,
             expiry: Expiry::at_instant(at(expires_ms)),
@@ -21,11 +20,12 @@ fn work(key: u32, expires_ms: i64) -> Work<u32> {
 }
 
 fn config() -> DaemonConfig {
-    let mut c = DaemonConfig::new(ShardCount::new(1).unwrap());
-    c.max_batch = 25;
-    c.batch_linger = Duration::from_millis(5);
-    c.max_backlog_in_flight = 50;
-    c
+    DaemonConfig {
+        max_batch: 25,
+        batch_linger: Duration::from_millis(5),
+        max_backlog_in_flight: 50,
+        ..DaemonConfig::default()
+    }
 }
 
 fn sent(next: Next<u32>) -> (Vec<u32>, bool) {
