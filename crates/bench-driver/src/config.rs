@@ -1,7 +1,7 @@
 //! What a benchmark run is asked to do.
 
 use crate::revision::Revision;
-use precise_ttl_core::TtlLayout;
+use precise_ttl_core::{TtlLayout, WindowFormat, WindowSpec};
 use precise_ttl_dynamodb::DeleteMode;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -15,6 +15,12 @@ pub struct BenchConfig {
     pub layout: TtlLayout,
     /// The bench table's partition key (a String).
     pub key_attribute: String,
+    /// Which expiry index the table gets and the daemon sweeps.
+    pub index: BenchIndex,
+    /// TTLs are multiples of this (1 s: whole epoch seconds, the usual writer).
+    pub ttl_granularity: Duration,
+    /// Seeds the planted TTLs and shards: runs with one seed plant the same items.
+    pub seed: u64,
     /// Items whose TTLs fall during the run.
     pub items: u64,
     /// Their TTLs are spread evenly over this long.
@@ -39,6 +45,34 @@ pub struct BenchConfig {
     pub revision: Revision,
 }
 
+/// The expiry index of the bench table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BenchIndex {
+    /// Ours: a sparse KEYS_ONLY index on (shard, TTL).
+    Sharded,
+    /// The 2022 blog's: an index on (window label, TTL) with ALL attributes projected, as the
+    /// blog's template creates it; its name is the layout's index name.
+    BlogWindow { attribute: String, spec: WindowSpec },
+}
+
+impl BenchIndex {
+    /// The blog's: `expirationWindow`, one-minute windows labelled by `toISOString()`.
+    pub fn blog_minutes() -> Self {
+        BenchIndex::BlogWindow {
+            attribute: "expirationWindow".into(),
+            spec: WindowSpec::new(Duration::from_secs(60), WindowFormat::Millis)
+                .expect("a minute is a valid window"),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            BenchIndex::Sharded => "sharded",
+            BenchIndex::BlogWindow { .. } => "blog-window",
+        }
+    }
+}
+
 /// The `precise-ttl` executable and extra arguments for its `run` command.
 #[derive(Debug, Clone)]
 pub struct DaemonCommand {
@@ -53,6 +87,9 @@ impl BenchConfig {
             name: name.into(),
             layout,
             key_attribute: "pk".into(),
+            index: BenchIndex::Sharded,
+            ttl_granularity: Duration::from_millis(1),
+            seed: fastrand::u64(..),
             items: 2000,
             spread: Duration::from_secs(10),
             backlog: 0,

@@ -1,10 +1,11 @@
 //! The daemon under test, run as a child process the way users run it, and stopped with SIGTERM
 //! as a service manager would.
 
-use crate::config::BenchConfig;
+use crate::config::{BenchConfig, BenchIndex};
 use crate::error::BenchError;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use precise_ttl_core::WindowFormat;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -32,6 +33,25 @@ pub fn command(config: &BenchConfig, table: &str, endpoint: &str) -> Command {
         .args(["--metrics-addr", "127.0.0.1:0"])
         .args(["--delete-mode", config.delete_mode_name()])
         .args(&config.daemon.extra_args);
+    if let BenchIndex::BlogWindow { attribute, spec } = &config.index {
+        cmd.args([
+            "--index-layout",
+            "blog-window",
+            "--window-attribute",
+            attribute,
+        ])
+        .args(["--window-size", &format!("{}s", spec.size().as_secs())])
+        .args([
+            "--window-format",
+            match spec.format {
+                WindowFormat::Millis => "millis",
+                WindowFormat::Seconds => "seconds",
+            },
+        ])
+        // The table is new: nothing older than the run to catch up.
+        .args(["--window-since", "10m"])
+        .args(["--checkpoint-table", &format!("{table}-checkpoints")]);
+    }
     // The command line is the whole configuration: settings of the caller's environment must not
     // leak into the measured daemon.
     for (k, _) in std::env::vars_os() {

@@ -1,7 +1,7 @@
 //! The bench's items, written with the configured attribute names.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use precise_ttl_core::{Timestamp, TtlLayout};
+use precise_ttl_core::{Expiry, Timestamp, TtlLayout, WindowSpec};
 use std::collections::HashMap;
 
 pub type Item = HashMap<String, AttributeValue>;
@@ -12,6 +12,9 @@ pub struct ItemWriter {
     pub key_attribute: String,
     pub ttl_attribute: String,
     pub shard_attribute: String,
+    /// For the 2022 blog's layout: the window attribute and how writers label windows. An item
+    /// given a shard then carries its TTL's window label instead of the shard number.
+    pub windows: Option<(String, WindowSpec)>,
 }
 
 impl ItemWriter {
@@ -20,19 +23,38 @@ impl ItemWriter {
             key_attribute: key_attribute.to_string(),
             ttl_attribute: layout.ttl_attribute.clone(),
             shard_attribute: layout.shard_attribute.clone(),
+            windows: None,
         }
+    }
+
+    /// Items in the blog's layout: `attribute` holds the window label of each item's TTL.
+    pub fn with_windows(mut self, attribute: &str, spec: WindowSpec) -> Self {
+        self.windows = Some((attribute.to_string(), spec));
+        self
     }
 
     pub fn item(&self, key: &str, ttl: Option<AttributeValue>, shard: Option<u16>) -> Item {
         let mut m = HashMap::from([(self.key_attribute.clone(), AttributeValue::S(key.into()))]);
-        if let Some(ttl) = ttl {
-            m.insert(self.ttl_attribute.clone(), ttl);
-        }
-        if let Some(s) = shard {
+        if let (Some(s), Some((attribute, spec))) = (shard, &self.windows) {
+            // A writer labels the window its TTL falls in; a TTL it cannot read as epoch
+            // seconds gets a label spread by the shard draw (never a window the sweeper reads).
+            let at = match &ttl {
+                Some(AttributeValue::N(n)) => Expiry::parse_number(n).ok().map(|e| e.at()),
+                _ => None,
+            }
+            .unwrap_or(Timestamp::from_secs(i64::from(s)));
+            m.insert(
+                attribute.clone(),
+                AttributeValue::S(spec.label(spec.index_of(at))),
+            );
+        } else if let Some(s) = shard {
             m.insert(
                 self.shard_attribute.clone(),
                 AttributeValue::N(s.to_string()),
             );
+        }
+        if let Some(ttl) = ttl {
+            m.insert(self.ttl_attribute.clone(), ttl);
         }
         m
     }
@@ -67,5 +89,26 @@ mod tests {
         assert_eq!(names, ["bucket", "expires_at", "id"]);
         assert_eq!(item["expires_at"], AttributeValue::N("5".into()));
         assert_eq!(item["bucket"], AttributeValue::N("3".into()));
+    }
+
+    #[test]
+    fn in_the_blog_layout_items_carry_their_ttls_window_label() {
+        let spec = WindowSpec::new(
+            std::time::Duration::from_secs(60),
+            precise_ttl_core::WindowFormat::Millis,
+        )
+        .unwrap();
+        let w = ItemWriter::new("pk", &TtlLayout::default()).with_windows("expirationWindow", spec);
+        let at = Timestamp::from_millis(1_658_311_230_500);
+        let item = w.item("a", Some(epoch_seconds(at)), Some(3));
+        assert_eq!(
+            item["expirationWindow"],
+            AttributeValue::S("2022-07-20T10:00:00.000Z_2022-07-20T10:01:00.000Z".into())
+        );
+        assert!(!item.contains_key("ttl_shard"));
+        assert!(
+            !w.item("b", Some(epoch_seconds(at)), None)
+                .contains_key("expirationWindow")
+        );
     }
 }

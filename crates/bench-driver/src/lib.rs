@@ -25,7 +25,7 @@ pub mod revision;
 pub mod run;
 pub mod usage;
 
-pub use config::{BenchConfig, DaemonCommand};
+pub use config::{BenchConfig, BenchIndex, DaemonCommand};
 pub use deletions::DeletionLog;
 pub use error::BenchError;
 pub use items::ItemWriter;

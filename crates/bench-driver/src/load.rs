@@ -1,4 +1,4 @@
-//! The bench table's own I/O: creating it, writing items in bulk, extending TTLs on schedule,
+//! The bench table's own I/O: creating it (and the blog's index), writing items in bulk, extending TTLs on schedule,
 //! and listing what is left.
 
 use crate::error::BenchError;
@@ -6,7 +6,8 @@ use crate::items::{Item, ItemWriter, epoch_seconds};
 use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, PutRequest, ScalarAttributeType,
+    AttributeDefinition, BillingMode, CreateGlobalSecondaryIndexAction, GlobalSecondaryIndexUpdate,
+    KeySchemaElement, KeyType, Projection, ProjectionType, PutRequest, ScalarAttributeType,
     WriteRequest,
 };
 use precise_ttl_core::Timestamp;
@@ -42,6 +43,77 @@ pub async fn create_bare(
         .await
         .map_err(|e| BenchError::call("creating the bench table", DisplayErrorContext(e)))?;
     Ok(())
+}
+
+/// The 2022 blog's index on the bench table: (window label String, TTL Number), every
+/// attribute projected, as the blog's template creates it; returns once it is ACTIVE.
+pub async fn create_blog_index(
+    dynamo: &Dynamo,
+    table: &str,
+    index: &str,
+    window_attribute: &str,
+    ttl_attribute: &str,
+) -> Result<(), BenchError> {
+    let what = "creating the blog's window index";
+    let definition = |name: &str, kind| {
+        AttributeDefinition::builder()
+            .attribute_name(name)
+            .attribute_type(kind)
+            .build()
+            .map_err(|e| BenchError::call(what, e))
+    };
+    let key = |name: &str, kind| {
+        KeySchemaElement::builder()
+            .attribute_name(name)
+            .key_type(kind)
+            .build()
+            .map_err(|e| BenchError::call(what, e))
+    };
+    let create = CreateGlobalSecondaryIndexAction::builder()
+        .index_name(index)
+        .key_schema(key(window_attribute, KeyType::Hash)?)
+        .key_schema(key(ttl_attribute, KeyType::Range)?)
+        .projection(
+            Projection::builder()
+                .projection_type(ProjectionType::All)
+                .build(),
+        )
+        .build()
+        .map_err(|e| BenchError::call(what, e))?;
+    dynamo
+        .query
+        .update_table()
+        .table_name(table)
+        .attribute_definitions(definition(window_attribute, ScalarAttributeType::S)?)
+        .attribute_definitions(definition(ttl_attribute, ScalarAttributeType::N)?)
+        .global_secondary_index_updates(
+            GlobalSecondaryIndexUpdate::builder().create(create).build(),
+        )
+        .send()
+        .await
+        .map_err(|e| BenchError::call(what, DisplayErrorContext(e)))?;
+    loop {
+        let described = dynamo
+            .query
+            .describe_table()
+            .table_name(table)
+            .send()
+            .await
+            .map_err(|e| BenchError::call(what, DisplayErrorContext(e)))?;
+        let active = described
+            .table()
+            .map(|t| t.global_secondary_indexes())
+            .unwrap_or_default()
+            .iter()
+            .any(|i| {
+                i.index_name() == Some(index)
+                    && i.index_status().is_some_and(|s| s.as_str() == "ACTIVE")
+            });
+        if active {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Writes `items` with BatchWriteItem, four requests of 25 in flight, until none is left

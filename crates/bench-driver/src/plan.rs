@@ -41,27 +41,46 @@ pub fn string_ttls(items: &ItemWriter, now: Timestamp) -> Plan {
     plan
 }
 
-/// The main load. `now` is the planning instant; `first` the first expiry; `shards` the shard
-/// count writers spread over.
+/// What the main load looks like.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadShape {
+    /// Items expiring during the run, their TTLs spread evenly over `spread`.
+    pub count: u64,
+    pub spread: Duration,
+    /// Items already expired.
+    pub backlog: u64,
+    /// The shard count writers spread over.
+    pub shards: u16,
+    /// TTLs are multiples of this: 1 s for writers of whole epoch seconds (every item of a
+    /// second due at once), 1 ms for spread-out fractional TTLs.
+    pub granularity: Duration,
+}
+
+/// The main load. `now` is the planning instant; `first` the first expiry; `rng` makes a plan
+/// repeatable (two runs with the same seed plant the same TTLs).
 pub fn main_load(
     items: &ItemWriter,
-    count: u64,
-    spread: Duration,
-    backlog: u64,
-    shards: u16,
+    shape: LoadShape,
     now: Timestamp,
     first: Timestamp,
+    rng: &mut fastrand::Rng,
 ) -> Plan {
+    let LoadShape {
+        count,
+        spread,
+        backlog,
+        shards,
+        granularity,
+    } = shape;
     let mut plan = Plan::default();
-    let shard = || Some(fastrand::u16(0..shards));
+    let mut shard_rng = rng.fork();
+    let mut shard = move || Some(shard_rng.u16(0..shards));
     let spread_ms = spread.as_millis().max(1) as f64;
+    let step = (granularity.as_millis() as i64).max(1);
     for i in 0..count {
         let key = format!("item-{i:07}");
-        let ttl = Timestamp::from_millis(
-            first.as_millis()
-                + (spread_ms * i as f64 / count as f64) as i64
-                + fastrand::i64(0..1000) % 7,
-        );
+        let ms = first.as_millis() + (spread_ms * i as f64 / count as f64) as i64 + rng.i64(0..7);
+        let ttl = Timestamp::from_millis(ms - ms.rem_euclid(step));
         plan.writes
             .push(items.item(&key, Some(epoch_seconds(ttl)), shard()));
         plan.planted.push(Planted {
@@ -73,7 +92,7 @@ pub fn main_load(
     }
     for i in 0..backlog {
         let key = format!("backlog-{i:07}");
-        let ttl = now.saturating_sub(Duration::from_millis(10_000 + fastrand::u64(0..3_600_000)));
+        let ttl = now.saturating_sub(Duration::from_millis(10_000 + rng.u64(0..3_600_000)));
         plan.writes
             .push(items.item(&key, Some(epoch_seconds(ttl)), shard()));
         plan.planted.push(Planted {
@@ -91,7 +110,7 @@ pub fn main_load(
         plan.writes
             .push(items.item(&key, Some(epoch_seconds(ttl)), shard()));
         // Extended one to two seconds before the original expiry.
-        let at = ttl.saturating_sub(Duration::from_millis(1000 + fastrand::u64(0..1000)));
+        let at = ttl.saturating_sub(Duration::from_millis(1000 + rng.u64(0..1000)));
         plan.extensions.push((at, key.clone()));
         plan.planted
             .push(survive(&key, "TTL extended 1–2 s before expiry"));
@@ -131,7 +150,7 @@ pub fn main_load(
             plan.planted.push(survive(&key, why));
         }
     }
-    fastrand::shuffle(&mut plan.writes);
+    rng.shuffle(&mut plan.writes);
     plan
 }
 
@@ -148,7 +167,14 @@ mod tests {
         let items = ItemWriter::new("id", &layout);
         let now = Timestamp::from_millis(1_800_000_000_000);
         let first = now.saturating_add(Duration::from_secs(5));
-        let plan = main_load(&items, 300, Duration::from_secs(3), 7, 4, now, first);
+        let shape = LoadShape {
+            count: 300,
+            spread: Duration::from_secs(3),
+            backlog: 7,
+            shards: 4,
+            granularity: Duration::from_millis(1),
+        };
+        let plan = main_load(&items, shape, now, first, &mut fastrand::Rng::with_seed(7));
         assert_eq!(plan.writes.len(), plan.planted.len());
         let expiring = plan
             .planted
@@ -169,5 +195,41 @@ mod tests {
             .filter(|w| w.contains_key("expires_at"))
             .count();
         assert_eq!(with_ttl, plan.writes.len() - ADVERSARIAL_EACH);
+    }
+
+    #[test]
+    fn whole_second_ttls_and_one_seed_give_one_plan() {
+        let items = ItemWriter::new("pk", &TtlLayout::default());
+        let now = Timestamp::from_millis(1_800_000_000_000);
+        let first = now.saturating_add(Duration::from_millis(5_300));
+        let shape = LoadShape {
+            count: 200,
+            spread: Duration::from_secs(2),
+            backlog: 0,
+            shards: 4,
+            granularity: Duration::from_secs(1),
+        };
+        let plan = |seed| {
+            main_load(
+                &items,
+                shape,
+                now,
+                first,
+                &mut fastrand::Rng::with_seed(seed),
+            )
+        };
+        let ttls = |p: &Plan| -> Vec<i64> {
+            p.planted
+                .iter()
+                .filter_map(|p| match p.expect {
+                    Expectation::Expire { ttl_ms } => Some(ttl_ms),
+                    _ => None,
+                })
+                .collect()
+        };
+        let a = ttls(&plan(1));
+        assert!(a.iter().all(|t| t % 1000 == 0), "whole seconds");
+        assert_eq!(a, ttls(&plan(1)));
+        assert_eq!(plan(1).writes, plan(1).writes);
     }
 }

@@ -32,6 +32,12 @@ pub struct Summary {
     pub poll_interval_ms: u64,
     pub delete_mode: String,
     pub shards: u16,
+    /// `sharded` (ours) or `blog-window` (the 2022 blog's index).
+    pub index_layout: String,
+    /// TTLs are multiples of this many milliseconds (1000: whole epoch seconds).
+    pub ttl_granularity_ms: u64,
+    /// The seed of the planted TTLs: runs with one seed planted the same items.
+    pub seed: u64,
     pub load_seconds: f64,
     pub raw_delete_item_per_s: Option<f64>,
     pub raw_partiql_batch_per_s: Option<f64>,
@@ -101,6 +107,9 @@ pub(crate) fn summarize(config: &crate::BenchConfig, report: Report, m: &Measure
         poll_interval_ms: config.poll_interval.as_millis() as u64,
         delete_mode: config.delete_mode_name().to_string(),
         shards: config.layout.shards.get(),
+        index_layout: config.index.name().to_string(),
+        ttl_granularity_ms: config.ttl_granularity.as_millis() as u64,
+        seed: config.seed,
         load_seconds: m.load_seconds,
         raw_delete_item_per_s: m.raw.map(|r| r.single_per_s),
         raw_partiql_batch_per_s: m.raw.map(|r| r.batch_per_s),
@@ -136,12 +145,18 @@ fn markdown(s: &Summary, m: &Measured) -> String {
     }
     md.push_str("| setting / measure | value |\n|---|---|\n");
     md.push_str(&format!(
-        "| load | {} expiring over {:.0} s ({:.0}/s), {} backlog, {} must-survive |\n",
-        s.items, s.spread_s, s.steady_rate_per_s, s.backlog, report.counts.survive
+        "| load | {} expiring over {:.0} s ({:.0}/s), TTLs in steps of {} ms (seed {}), {} backlog, {} must-survive |\n",
+        s.items,
+        s.spread_s,
+        s.steady_rate_per_s,
+        s.ttl_granularity_ms,
+        s.seed,
+        s.backlog,
+        report.counts.survive
     ));
     md.push_str(&format!(
-        "| daemon | poll {} ms, {} shards, delete mode {} |\n",
-        s.poll_interval_ms, s.shards, s.delete_mode
+        "| daemon | index layout {}, poll {} ms, {} shards, delete mode {} |\n",
+        s.index_layout, s.poll_interval_ms, s.shards, s.delete_mode
     ));
     if let Some(r) = &m.raw {
         let sweeper_rate = report.throughput.per_s.unwrap_or(0.0);

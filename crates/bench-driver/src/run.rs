@@ -1,10 +1,10 @@
 //! One benchmark run, start to verdict.
 
-use crate::config::BenchConfig;
+use crate::config::{BenchConfig, BenchIndex};
 use crate::daemon::{self, DaemonProcess};
 use crate::error::BenchError;
 use crate::items::ItemWriter;
-use crate::load::{create_bare, extend_ttls, put_all, scan_keys};
+use crate::load::{create_bare, create_blog_index, extend_ttls, put_all, scan_keys};
 use crate::observe::{Observer, calibrate};
 use crate::plan;
 use crate::progress::{Event, Progress};
@@ -26,10 +26,11 @@ pub async fn run(
     progress: &dyn Progress,
 ) -> Result<BenchRun, BenchError> {
     let layout = &config.layout;
-    for (what, name) in [
-        ("TTL", &layout.ttl_attribute),
-        ("shard", &layout.shard_attribute),
-    ] {
+    let window_attribute = match &config.index {
+        BenchIndex::Sharded => &layout.shard_attribute,
+        BenchIndex::BlogWindow { attribute, .. } => attribute,
+    };
+    for (what, name) in [("TTL", &layout.ttl_attribute), ("shard", window_attribute)] {
         if *name == config.key_attribute {
             return Err(BenchError::AttributeClash {
                 what,
@@ -40,8 +41,10 @@ pub async fn run(
     let table = format!("precise-ttl-bench-{:08x}", fastrand::u32(..));
     create_bare(dynamo, &table, &config.key_attribute).await?;
     let result = run_on(dynamo, endpoint, &table, config, progress).await;
-    // Best effort: DynamoDB Local forgets it anyway when it stops.
-    let _ = dynamo.query.delete_table().table_name(&table).send().await;
+    // Best effort: DynamoDB Local forgets them anyway when it stops.
+    for name in [table.clone(), format!("{table}-checkpoints")] {
+        let _ = dynamo.query.delete_table().table_name(name).send().await;
+    }
     result
 }
 
@@ -53,7 +56,12 @@ async fn run_on(
     progress: &dyn Progress,
 ) -> Result<BenchRun, BenchError> {
     let layout = &config.layout;
-    let items = ItemWriter::new(&config.key_attribute, layout);
+    let items = match &config.index {
+        BenchIndex::Sharded => ItemWriter::new(&config.key_attribute, layout),
+        BenchIndex::BlogWindow { attribute, spec } => {
+            ItemWriter::new(&config.key_attribute, layout).with_windows(attribute, *spec)
+        }
+    };
     let clock = SystemClock;
     enable_keys_stream(dynamo, table).await?;
     let t = clock.now();
@@ -65,10 +73,25 @@ async fn run_on(
         poll_interval: Duration::from_millis(100),
         ..SetupOptions::default()
     };
-    setup::setup(dynamo, table, layout, &options).await?;
+    match &config.index {
+        BenchIndex::Sharded => {
+            setup::setup(dynamo, table, layout, &options).await?;
+        }
+        BenchIndex::BlogWindow { attribute, .. } => {
+            create_blog_index(
+                dynamo,
+                table,
+                &layout.index_name,
+                attribute,
+                &layout.ttl_attribute,
+            )
+            .await?;
+        }
+    }
 
-    // On the bench table itself, so the store is warm before the measured window.
-    let raw = if config.raw_items > 0 {
+    // On the bench table itself, so the store is warm before the measured window. The raw
+    // deletes go through our layout's store, which needs our index.
+    let raw = if config.raw_items > 0 && config.index == BenchIndex::Sharded {
         progress.event(Event::MeasuringRaw {
             items_per_mode: config.raw_items,
         });
@@ -85,14 +108,19 @@ async fn run_on(
     let first = clock
         .now()
         .saturating_add(load_estimate + Duration::from_secs(4));
+    let shape = plan::LoadShape {
+        count: config.items,
+        spread: config.spread,
+        backlog: config.backlog,
+        shards: layout.shards.get(),
+        granularity: config.ttl_granularity,
+    };
     let main = plan::main_load(
         &items,
-        config.items,
-        config.spread,
-        config.backlog,
-        layout.shards.get(),
+        shape,
         t,
         first,
+        &mut fastrand::Rng::with_seed(config.seed),
     );
     planted.extend(main.planted);
     progress.event(Event::Loading {

@@ -2,11 +2,11 @@
 //! DynamoDB Local started when no endpoint is given, progress bars, and the report printed.
 //! What the benchmark does is the driver's.
 
-use crate::args::{BenchArgs, DeleteModeArg, Global};
+use crate::args::{BenchArgs, DeleteModeArg, Global, IndexLayout};
 use crate::wiring::Outcome;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use precise_ttl_bench_driver::{BenchConfig, DaemonCommand, Event, Progress, Revision};
+use precise_ttl_bench_driver::{BenchConfig, BenchIndex, DaemonCommand, Event, Progress, Revision};
 use precise_ttl_dynamodb::{DeleteMode, Dynamo, DynamoDbLocal};
 use std::io::IsTerminal;
 use std::path::Path;
@@ -99,6 +99,17 @@ pub async fn run(global: &Global, args: &BenchArgs) -> anyhow::Result<Outcome> {
     config.grace = args.grace;
     config.timeout = args.timeout;
     config.raw_items = args.raw_items;
+    config.index = match args.index_layout {
+        IndexLayout::Sharded => BenchIndex::Sharded,
+        IndexLayout::BlogWindow => BenchIndex::blog_minutes(),
+    };
+    if args.ttl_granularity.is_zero() {
+        anyhow::bail!("--ttl-granularity must be at least 1ms");
+    }
+    config.ttl_granularity = args.ttl_granularity;
+    if let Some(seed) = args.seed {
+        config.seed = seed;
+    }
     config.poll_interval = args.poll_interval;
     config.delete_mode = match args.delete_mode {
         DeleteModeArg::Single => DeleteMode::Single,

@@ -369,6 +369,22 @@ pub struct BenchArgs {
     #[arg(long, default_value = "batch")]
     pub delete_mode: DeleteModeArg,
 
+    /// The expiry index the bench table gets and the daemon sweeps: ours (sharded), or the 2022
+    /// blog's (blog-window: one-minute `expirationWindow` labels, ALL projection, named by
+    /// --index-name)
+    #[arg(long, default_value = "sharded")]
+    pub index_layout: IndexLayout,
+
+    /// TTLs are multiples of this: 1s plants whole epoch seconds, as most writers do (every item
+    /// of a second due at once); 1ms spreads them out
+    #[arg(long, default_value = "1ms", value_parser = crate::args::duration)]
+    pub ttl_granularity: Duration,
+
+    /// Seed for the planted TTLs and shards: two runs with one seed plant the same items
+    /// (default: random, recorded in the report)
+    #[arg(long)]
+    pub seed: Option<u64>,
+
     /// Extra arguments for `precise-ttl run` (repeat the flag for each)
     #[arg(long = "daemon-arg", allow_hyphen_values = true)]
     pub daemon_args: Vec<String>,
