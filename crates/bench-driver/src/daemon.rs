@@ -48,8 +48,8 @@ pub fn command(config: &BenchConfig, table: &str, endpoint: &str) -> Command {
                 WindowFormat::Seconds => "seconds",
             },
         ])
-        // The table is new: nothing older than the run to catch up.
-        .args(["--window-since", "10m"])
+        // The table is new; its planted backlog reaches an hour back.
+        .args(["--window-since", "2h"])
         .args(["--checkpoint-table", &format!("{table}-checkpoints")]);
     }
     // The command line is the whole configuration: settings of the caller's environment must not

@@ -1,11 +1,12 @@
 //! The store's raw conditional-delete rates on this machine, the yardstick for the sweeper's
 //! throughput.
 
+use crate::config::BenchIndex;
 use crate::error::BenchError;
 use crate::items::{ItemWriter, epoch_seconds};
 use crate::load::put_all;
 use precise_ttl_core::{DueWindow, TtlLayout};
-use precise_ttl_dynamodb::{DeleteMode, Dynamo, DynamoStore, ItemKey};
+use precise_ttl_dynamodb::{DeleteMode, Dynamo, DynamoStore, IndexPartition, ItemKey};
 use precise_ttl_engine::{Clock, DeleteOutcome, ExpiryStore, SystemClock};
 use serde::Serialize;
 use std::sync::Arc;
@@ -27,14 +28,36 @@ pub async fn measure(
     dynamo: &Dynamo,
     table: &str,
     layout: &TtlLayout,
+    index: &BenchIndex,
     items: &ItemWriter,
     count: u64,
 ) -> Result<RawRates, BenchError> {
-    let store = Arc::new(
-        DynamoStore::open(dynamo.clone(), table, layout.clone())
-            .await?
-            .with_delete_mode(DeleteMode::Batch),
-    );
+    match index {
+        BenchIndex::Sharded => {
+            let store = DynamoStore::open(dynamo.clone(), table, layout.clone()).await?;
+            measure_on(store, dynamo, table, layout, items, count).await
+        }
+        BenchIndex::BlogWindow { attribute, .. } => {
+            let layout = TtlLayout {
+                shard_attribute: attribute.clone(),
+                ..layout.clone()
+            };
+            let store =
+                DynamoStore::open_blog_windows(dynamo.clone(), table, layout.clone()).await?;
+            measure_on(store, dynamo, table, &layout, items, count).await
+        }
+    }
+}
+
+async fn measure_on<P: IndexPartition>(
+    store: DynamoStore<P>,
+    dynamo: &Dynamo,
+    table: &str,
+    layout: &TtlLayout,
+    items: &ItemWriter,
+    count: u64,
+) -> Result<RawRates, BenchError> {
+    let store = Arc::new(store.with_delete_mode(DeleteMode::Batch));
     let due = SystemClock.now().saturating_sub(Duration::from_secs(60));
     let shards = layout.shards.get();
     let mut rates = Vec::new();
@@ -70,8 +93,8 @@ pub async fn measure(
     })
 }
 
-async fn delete_all(
-    store: Arc<DynamoStore>,
+async fn delete_all<P: IndexPartition>(
+    store: Arc<DynamoStore<P>>,
     keys: Vec<ItemKey>,
     batch: usize,
 ) -> Result<u64, BenchError> {

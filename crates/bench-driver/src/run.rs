@@ -89,13 +89,20 @@ async fn run_on(
         }
     }
 
-    // On the bench table itself, so the store is warm before the measured window. The raw
-    // deletes go through our layout's store, which needs our index.
-    let raw = if config.raw_items > 0 && config.index == BenchIndex::Sharded {
+    // On the bench table itself, so the store is warm before the measured window.
+    let raw = if config.raw_items > 0 {
         progress.event(Event::MeasuringRaw {
             items_per_mode: config.raw_items,
         });
-        let rates = raw::measure(dynamo, table, layout, &items, config.raw_items).await?;
+        let rates = raw::measure(
+            dynamo,
+            table,
+            layout,
+            &config.index,
+            &items,
+            config.raw_items,
+        )
+        .await?;
         progress.event(Event::RawMeasured(rates));
         Some(rates)
     } else {
