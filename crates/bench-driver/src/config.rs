@@ -31,6 +31,9 @@ pub struct BenchConfig {
     pub grace: Duration,
     /// After the grace period, how long to wait at most for a backlog to be cleared.
     pub timeout: Duration,
+    /// Stop the daemon this long after it starts, whatever is left: measures a shutdown in the
+    /// middle of work (the report then counts what was not reached as left behind).
+    pub stop_after: Option<Duration>,
     /// Items per mode for the raw conditional-delete rate (0: skip).
     pub raw_items: u64,
     /// The daemon's poll interval.
@@ -95,6 +98,7 @@ impl BenchConfig {
             backlog: 0,
             grace: Duration::from_secs(3),
             timeout: Duration::from_secs(15 * 60),
+            stop_after: None,
             raw_items: 4000,
             poll_interval: Duration::from_secs(1),
             delete_mode: DeleteMode::Batch,

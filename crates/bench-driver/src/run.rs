@@ -173,6 +173,11 @@ async fn run_on(
             if now >= judge_at && (removed >= total || now >= give_up) {
                 return Ok(());
             }
+            if let Some(after) = config.stop_after
+                && now >= run_started.saturating_add(after)
+            {
+                return Ok(());
+            }
             daemon.check_running()?;
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

@@ -98,6 +98,7 @@ pub async fn run(global: &Global, args: &BenchArgs) -> anyhow::Result<Outcome> {
     config.backlog = args.backlog;
     config.grace = args.grace;
     config.timeout = args.timeout;
+    config.stop_after = args.stop_after;
     config.raw_items = args.raw_items;
     config.index = match args.index_layout {
         IndexLayout::Sharded => BenchIndex::Sharded,

@@ -349,6 +349,11 @@ pub struct BenchArgs {
     #[arg(long, default_value = "15m", value_parser = crate::args::duration)]
     pub timeout: Duration,
 
+    /// Stop the daemon (SIGTERM) this long after it starts, whatever is left: measures a
+    /// shutdown in the middle of work; what it did not reach counts as left behind
+    #[arg(long, value_parser = crate::args::duration, value_name = "DURATION")]
+    pub stop_after: Option<Duration>,
+
     /// Items written to measure the raw conditional-delete rate (0: skip)
     #[arg(long, default_value_t = 4000)]
     pub raw_items: u64,
