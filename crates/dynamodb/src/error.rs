@@ -264,6 +264,83 @@ mod tests {
         )
     }
 
+    /// The library says what went wrong; how to fix it with the command line is the binary's
+    /// hint. A message naming a flag would be wrong for every other caller of the library.
+    #[test]
+    fn no_message_names_a_command_line_flag() {
+        let s = || "x".to_string();
+        let every = [
+            AdapterError::TableNotFound {
+                table: s(),
+                endpoint: s(),
+            },
+            AdapterError::IndexMissing {
+                table: s(),
+                index: s(),
+            },
+            AdapterError::IndexSchema {
+                table: s(),
+                index: s(),
+                expected: s(),
+                found: s(),
+            },
+            AdapterError::IndexNotActive {
+                table: s(),
+                index: s(),
+                status: s(),
+            },
+            AdapterError::NativeTtlOnOtherAttribute {
+                table: s(),
+                enabled: s(),
+                wanted: s(),
+            },
+            AdapterError::NativeTtlBusy {
+                table: s(),
+                status: s(),
+            },
+            AdapterError::KeyAttribute {
+                table: s(),
+                attribute: s(),
+                role: "TTL",
+            },
+            AdapterError::AttributeType {
+                table: s(),
+                attribute: s(),
+                defined: s(),
+                role: "TTL",
+            },
+            AdapterError::TableKeyMismatch {
+                table: s(),
+                expected: s(),
+                found: s(),
+            },
+            AdapterError::WaitTimedOut {
+                what: s(),
+                waited_secs: 1,
+            },
+            AdapterError::NoCredentials { endpoint: s() },
+            AdapterError::NoRegion,
+            AdapterError::Unreachable {
+                endpoint: s(),
+                message: s(),
+            },
+            AdapterError::AccessDenied {
+                endpoint: s(),
+                message: s(),
+            },
+            AdapterError::Call {
+                operation: "Query",
+                class: ErrorClass::Fatal,
+                message: s(),
+            },
+        ];
+        for e in every {
+            let text = e.to_string();
+            assert!(!text.contains("--"), "{text}");
+            assert!(!text.contains("precise-ttl "), "{text}");
+        }
+    }
+
     #[test]
     fn service_answers_are_classified_as_the_engine_acts_on_them() {
         for (status, code, class) in [
