@@ -11,6 +11,7 @@ pub mod duration;
 pub mod error;
 pub mod expiry;
 pub mod layout;
+pub mod lease;
 pub mod plan;
 pub mod rate;
 pub mod read_filter;
