@@ -98,9 +98,7 @@ where
     for r in records {
         match r.owner.as_deref() {
             Some(owner) if owner == me => *load.entry(me).or_default() += 1,
-            Some(owner) if !view.expired(r, now, duration) => {
-                *load.entry(owner).or_default() += 1
-            }
+            Some(owner) if !view.expired(r, now, duration) => *load.entry(owner).or_default() += 1,
             _ => available.push(r.clone()),
         }
     }
@@ -195,7 +193,11 @@ mod tests {
         assert!(early.take.is_empty());
         assert!(early.steal.is_some());
         let late = plan(&records, &view, "me", Ms(10_000), LEASE);
-        assert_eq!(late.take.len(), 4, "all expired: the dead worker counts no more");
+        assert_eq!(
+            late.take.len(),
+            4,
+            "all expired: the dead worker counts no more"
+        );
     }
 
     #[test]

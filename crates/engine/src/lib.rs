@@ -13,6 +13,9 @@ mod counters;
 pub mod daemon;
 #[cfg(feature = "test-util")]
 pub mod faulty;
+pub mod lease;
+#[cfg(feature = "test-util")]
+pub mod lease_memory;
 #[cfg(feature = "test-util")]
 pub mod memory;
 pub mod metrics;

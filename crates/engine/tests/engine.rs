@@ -664,3 +664,185 @@ mod windows {
         assert!(windows.floor() >= t(20_000), "floor {:?}", windows.floor());
     }
 }
+
+/// Shard leases on paused time: acquire, renew, expire, steal, release, lost renewal.
+mod leases {
+    use super::*;
+    use precise_ttl_engine::lease::{LeaseConfig, Leases};
+    use precise_ttl_engine::lease_memory::{MemoryLeaseTable, MemoryLeases};
+    use tokio::sync::oneshot;
+    use tokio::time::Instant;
+
+    const LEASE: Duration = Duration::from_secs(10);
+
+    fn keys(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("t/idx/{i}")).collect()
+    }
+
+    struct Worker {
+        leases: Arc<Leases<MemoryLeases>>,
+        store: Arc<MemoryLeases>,
+        stop: Option<oneshot::Sender<()>>,
+        task: tokio::task::JoinHandle<()>,
+    }
+
+    impl Worker {
+        fn start(table: &Arc<MemoryLeaseTable>, name: &str, n: usize) -> Worker {
+            let store = Arc::new(MemoryLeases::new(table));
+            let leases = Arc::new(Leases::new(
+                Arc::clone(&store),
+                keys(n),
+                LeaseConfig::new(name, LEASE),
+            ));
+            let (stop, stopped) = oneshot::channel::<()>();
+            let task = tokio::spawn({
+                let leases = Arc::clone(&leases);
+                async move {
+                    leases
+                        .run(async {
+                            let _ = stopped.await;
+                        })
+                        .await
+                        .unwrap();
+                    leases.release_all().await;
+                }
+            });
+            Worker {
+                leases,
+                store,
+                stop: Some(stop),
+                task,
+            }
+        }
+
+        fn usable(&self) -> usize {
+            self.leases.usable().borrow().len()
+        }
+
+        /// SIGTERM: stop beating and release.
+        async fn stop(mut self) {
+            let _ = self.stop.take().unwrap().send(());
+            self.task.await.unwrap();
+        }
+
+        /// SIGKILL: nothing released.
+        fn kill(self) {
+            self.task.abort();
+        }
+    }
+
+    /// Waits (test time) until `done`, checking every 100 ms; returns how long it took.
+    async fn until(mut done: impl FnMut() -> bool) -> Duration {
+        let started = Instant::now();
+        while !done() {
+            assert!(
+                started.elapsed() < Duration::from_secs(600),
+                "never happened"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        started.elapsed()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_worker_acquires_every_lease_and_keeps_it_by_renewing() {
+        let table = MemoryLeaseTable::new();
+        let a = Worker::start(&table, "a", 4);
+        until(|| a.usable() == 4).await;
+        let counter = table.get("t/idx/0").unwrap().counter;
+        tokio::time::sleep(LEASE * 3).await;
+        assert_eq!(a.usable(), 4);
+        assert!(
+            table.get("t/idx/0").unwrap().counter >= counter + 8,
+            "renewed"
+        );
+        assert_eq!(a.leases.counts().acquired, 4);
+        a.stop().await;
+        assert_eq!(table.owned_by("a"), 0, "released on stop");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_second_worker_steals_one_lease_per_heartbeat_up_to_an_even_split() {
+        let table = MemoryLeaseTable::new();
+        let a = Worker::start(&table, "a", 16);
+        until(|| a.usable() == 16).await;
+        let b = Worker::start(&table, "b", 16);
+        let c = Worker::start(&table, "c", 16);
+        let took = until(|| {
+            let mut held = [a.usable(), b.usable(), c.usable()];
+            held.sort();
+            held == [5, 5, 6]
+        })
+        .await;
+        // 11 steals at one per heartbeat per worker: a few lease durations.
+        assert!(took <= LEASE * 3, "converged in {took:?}");
+        let stolen = b.leases.counts().stolen + c.leases.counts().stolen;
+        assert!((10..=11).contains(&stolen), "{stolen} steals, none wasted");
+        assert_eq!(a.leases.counts().lost, stolen);
+        // Then it stays put.
+        tokio::time::sleep(LEASE * 3).await;
+        let mut held = [a.usable(), b.usable(), c.usable()];
+        held.sort();
+        assert_eq!(held, [5, 5, 6]);
+        for w in [a, b, c] {
+            w.stop().await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_killed_workers_leases_are_taken_after_one_duration_not_before() {
+        let table = MemoryLeaseTable::new();
+        let a = Worker::start(&table, "a", 4);
+        until(|| a.usable() == 4).await;
+        let b = Worker::start(&table, "b", 4);
+        until(|| b.usable() == 2).await;
+        a.kill();
+        let killed = Instant::now();
+        let took = until(|| b.usable() == 4).await;
+        assert!(
+            took >= LEASE - LEASE / 3 && took <= LEASE + LEASE / 3,
+            "taken over {:?} after the kill",
+            killed.elapsed()
+        );
+        b.stop().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stopped_worker_hands_over_at_the_next_heartbeat() {
+        let table = MemoryLeaseTable::new();
+        let a = Worker::start(&table, "a", 4);
+        until(|| a.usable() == 4).await;
+        let b = Worker::start(&table, "b", 4);
+        until(|| b.usable() == 2).await;
+        a.stop().await;
+        let took = until(|| b.usable() == 4).await;
+        assert!(took <= LEASE / 3 + Duration::from_millis(100), "{took:?}");
+        b.stop().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_worker_that_cannot_renew_stops_using_its_leases_before_anyone_may_take_them() {
+        let table = MemoryLeaseTable::new();
+        let a = Worker::start(&table, "a", 4);
+        until(|| a.usable() == 4).await;
+        let b = Worker::start(&table, "b", 4);
+        until(|| b.usable() == 2 && a.usable() == 2).await;
+        let lost_before = a.leases.counts().lost;
+        a.store.set_down(true);
+        let dropped = until(|| a.usable() == 0).await;
+        assert!(
+            dropped <= LEASE / 2 + LEASE / 3,
+            "dropped after {dropped:?}"
+        );
+        let taken = dropped + until(|| b.usable() == 4).await;
+        assert!(taken >= LEASE - LEASE / 3, "taken after {taken:?}");
+        assert!(dropped < taken);
+        assert_eq!(a.leases.counts().lost - lost_before, 2);
+        a.store.set_down(false);
+        // Back: it rejoins and the split evens out again.
+        until(|| a.usable() == 2 && b.usable() == 2).await;
+        for w in [a, b] {
+            w.stop().await;
+        }
+    }
+}

@@ -1,0 +1,272 @@
+//! A worker's shard leases: heartbeats that renew what it holds and take or steal toward an even
+//! split ([`precise_ttl_core::lease`] decides), and the set of lanes it may read, published as it
+//! changes.
+//!
+//! Safety does not rest on leases: every delete is conditional, so two workers reading one shard
+//! for a moment cost only skipped deletes. Leases split the work and hand it over. A lease whose
+//! renewal has not succeeded for half a lease duration is no longer used, so its reader stops
+//! well before another worker may take it (a full duration with the counter unmoved, on that
+//! worker's clock).
+
+use crate::store::StoreError;
+use precise_ttl_core::lease::{LeaseRecord, LeaseView, plan};
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// The lease table, through conditional writes only.
+pub trait LeaseStore: Send + Sync + 'static {
+    /// Creates each lease of `keys` that does not exist yet, unowned with counter 0.
+    fn ensure(&self, keys: &[String]) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The leases of `keys` as stored now.
+    fn list(
+        &self,
+        keys: &[String],
+    ) -> impl Future<Output = Result<Vec<LeaseRecord>, StoreError>> + Send;
+
+    /// Sets `key`'s owner (`None`: release) and bumps its counter, if the counter is still
+    /// `expected`. `Ok(false)`: another worker moved it first.
+    fn write(
+        &self,
+        key: &str,
+        expected: u64,
+        owner: Option<&str>,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+}
+
+#[derive(Debug, Clone)]
+pub struct LeaseConfig {
+    /// This worker's name in the lease table.
+    pub worker: String,
+    /// How long a lease's counter must stay unmoved before another worker may take it.
+    pub duration: Duration,
+    /// How often leases are renewed, taken and balanced.
+    pub heartbeat: Duration,
+}
+
+impl LeaseConfig {
+    /// A heartbeat of a third of the duration: two renewals may fail before a lease is dropped.
+    pub fn new(worker: impl Into<String>, duration: Duration) -> Self {
+        LeaseConfig {
+            worker: worker.into(),
+            duration,
+            heartbeat: duration / 3,
+        }
+    }
+}
+
+/// Counts of lease changes, for metrics and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LeaseCounts {
+    pub acquired: u64,
+    pub stolen: u64,
+    pub lost: u64,
+    pub released: u64,
+}
+
+/// A lease this worker holds: the counter it wrote and when the write succeeded.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    counter: u64,
+    renewed: Instant,
+}
+
+struct State {
+    view: LeaseView<Instant>,
+    held: BTreeMap<usize, Held>,
+    counts: LeaseCounts,
+}
+
+/// One worker's leases over `keys` (lane `i` is `keys[i]`).
+pub struct Leases<S: LeaseStore> {
+    store: Arc<S>,
+    keys: Vec<String>,
+    config: LeaseConfig,
+    state: Mutex<State>,
+    usable: watch::Sender<BTreeSet<usize>>,
+}
+
+impl<S: LeaseStore> std::fmt::Debug for Leases<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Leases")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: LeaseStore> Leases<S> {
+    pub fn new(store: Arc<S>, keys: Vec<String>, config: LeaseConfig) -> Self {
+        Leases {
+            store,
+            keys,
+            config,
+            state: Mutex::new(State {
+                view: LeaseView::new(),
+                held: BTreeMap::new(),
+                counts: LeaseCounts::default(),
+            }),
+            usable: watch::Sender::new(BTreeSet::new()),
+        }
+    }
+
+    /// The lanes this worker may read right now.
+    pub fn usable(&self) -> watch::Receiver<BTreeSet<usize>> {
+        self.usable.subscribe()
+    }
+
+    pub fn counts(&self) -> LeaseCounts {
+        self.lock().counts
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Creates the missing leases, then beats until `stop` completes. Call
+    /// [`Leases::release_all`] afterwards (once in-flight deletes have drained) to hand over at
+    /// once instead of after a lease duration.
+    pub async fn run(&self, stop: impl Future<Output = ()>) -> Result<(), StoreError> {
+        self.store.ensure(&self.keys).await?;
+        let mut tick = tokio::time::interval(self.config.heartbeat);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                _ = &mut stop => return Ok(()),
+                _ = tick.tick() => {}
+            }
+            // A store that hangs must not keep a stale lease in use: a heartbeat gets one
+            // interval, then the staleness check runs regardless.
+            match tokio::time::timeout(self.config.heartbeat, self.heartbeat()).await {
+                Ok(Err(e)) if e.class == precise_ttl_core::ErrorClass::Fatal => return Err(e),
+                Ok(Err(e)) => tracing::warn!(error = %e, "lease heartbeat failed; trying again"),
+                Err(_) => tracing::warn!("lease heartbeat timed out; trying again"),
+                Ok(Ok(())) => {}
+            }
+            self.drop_stale(Instant::now());
+        }
+    }
+
+    /// One heartbeat: read, renew, take, steal, publish.
+    pub async fn heartbeat(&self) -> Result<(), StoreError> {
+        let me = self.config.worker.as_str();
+        let mut records = self.store.list(&self.keys).await?;
+        let now = Instant::now();
+        self.lock().view.observe(&records, now);
+
+        let held: Vec<(usize, Held)> = self.lock().held.iter().map(|(l, h)| (*l, *h)).collect();
+        for (lane, h) in held {
+            let key = &self.keys[lane];
+            let record = records.iter_mut().find(|r| &r.key == key);
+            let still_mine = record
+                .as_ref()
+                .is_some_and(|r| r.owner.as_deref() == Some(me) && r.counter == h.counter);
+            if !still_mine {
+                self.lose(lane, "taken by another worker");
+                continue;
+            }
+            match self.store.write(key, h.counter, Some(me)).await {
+                Ok(true) => {
+                    let mut state = self.lock();
+                    if let Some(held) = state.held.get_mut(&lane) {
+                        held.counter += 1;
+                        held.renewed = Instant::now();
+                    }
+                    if let Some(r) = record {
+                        r.counter = h.counter + 1;
+                    }
+                }
+                Ok(false) => self.lose(lane, "taken by another worker"),
+                // Kept until it is stale: a passing error must not drop every lease.
+                Err(e) => tracing::warn!(lease = %key, error = %e, "lease renewal failed"),
+            }
+        }
+
+        let moves = {
+            let state = self.lock();
+            plan(&records, &state.view, me, now, self.config.duration)
+        };
+        let stealing = moves.steal.iter().map(|r| (r, true));
+        for (record, stolen) in moves.take.iter().map(|r| (r, false)).chain(stealing) {
+            let Some(lane) = self.keys.iter().position(|k| *k == record.key) else {
+                continue;
+            };
+            if self
+                .store
+                .write(&record.key, record.counter, Some(me))
+                .await?
+            {
+                let mut state = self.lock();
+                state.held.insert(
+                    lane,
+                    Held {
+                        counter: record.counter + 1,
+                        renewed: Instant::now(),
+                    },
+                );
+                if stolen {
+                    state.counts.stolen += 1;
+                } else {
+                    state.counts.acquired += 1;
+                }
+                tracing::info!(lease = %record.key, from = ?record.owner, stolen, "lease taken");
+            }
+        }
+        self.publish();
+        Ok(())
+    }
+
+    /// Stops using every lease whose renewal has not succeeded for half a lease duration: its
+    /// reader must stop before another worker may take it.
+    fn drop_stale(&self, now: Instant) {
+        let limit = self.config.duration / 2;
+        let stale: Vec<usize> = self
+            .lock()
+            .held
+            .iter()
+            .filter(|(_, h)| now.duration_since(h.renewed) > limit)
+            .map(|(l, _)| *l)
+            .collect();
+        for lane in stale {
+            self.lose(lane, "not renewed for half a lease duration");
+        }
+        self.publish();
+    }
+
+    fn lose(&self, lane: usize, why: &str) {
+        let mut state = self.lock();
+        if state.held.remove(&lane).is_some() {
+            state.counts.lost += 1;
+            tracing::warn!(lease = %self.keys[lane], why, "lease lost");
+        }
+    }
+
+    fn publish(&self) {
+        let lanes: BTreeSet<usize> = self.lock().held.keys().copied().collect();
+        self.usable.send_if_modified(|current| {
+            let changed = *current != lanes;
+            *current = lanes;
+            changed
+        });
+    }
+
+    /// Releases every held lease (conditional on this worker's counter), so another worker may
+    /// take it at its next heartbeat.
+    pub async fn release_all(&self) {
+        let held: Vec<(usize, Held)> = std::mem::take(&mut self.lock().held).into_iter().collect();
+        self.publish();
+        for (lane, h) in held {
+            match self.store.write(&self.keys[lane], h.counter, None).await {
+                Ok(true) => self.lock().counts.released += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(lease = %self.keys[lane], error = %e, "lease release failed; it expires instead");
+                }
+            }
+        }
+    }
+}
