@@ -12,6 +12,9 @@ pub fn for_error(error: &anyhow::Error) -> Option<String> {
         AdapterError::TableNotFound { .. } => {
             "check --table, --region and --endpoint-url; `precise-ttl setup --create-table --partition-key NAME` creates a table".into()
         }
+        AdapterError::LeaseTableMissing { .. } => {
+            "run `precise-ttl setup` (it creates the lease table), pass --lease-table, or run without leases with --no-leases".into()
+        }
         AdapterError::IndexMissing { table, .. } => {
             format!("run `precise-ttl setup --table {table}` first")
         }

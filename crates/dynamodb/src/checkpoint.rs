@@ -3,13 +3,8 @@
 
 use crate::connect::Dynamo;
 use crate::error::AdapterError;
-use crate::table::TableShape;
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
-    ScalarAttributeType,
-};
+use aws_sdk_dynamodb::types::AttributeValue;
 use precise_ttl_core::Timestamp;
-use std::time::Duration;
 
 #[derive(Debug, Clone)]
 pub struct CheckpointTable {
@@ -20,52 +15,7 @@ pub struct CheckpointTable {
 impl CheckpointTable {
     /// Uses the control table `name`, creating it (on demand billing, key `id`) if missing.
     pub async fn open_or_create(dynamo: Dynamo, name: &str) -> Result<Self, AdapterError> {
-        let endpoint = dynamo.describe_endpoint();
-        if TableShape::describe(&dynamo, name).await?.is_none() {
-            let created = dynamo
-                .query
-                .create_table()
-                .table_name(name)
-                .billing_mode(BillingMode::PayPerRequest)
-                .attribute_definitions(
-                    AttributeDefinition::builder()
-                        .attribute_name("id")
-                        .attribute_type(ScalarAttributeType::S)
-                        .build()
-                        .expect("name and type are set"),
-                )
-                .key_schema(
-                    KeySchemaElement::builder()
-                        .attribute_name("id")
-                        .key_type(KeyType::Hash)
-                        .build()
-                        .expect("name and type are set"),
-                )
-                .send()
-                .await;
-            if let Err(e) = created {
-                // Another sweeper creating it at the same moment is fine.
-                if !e
-                    .as_service_error()
-                    .is_some_and(|se| se.is_resource_in_use_exception())
-                {
-                    return Err(AdapterError::from_sdk("CreateTable", &endpoint, e));
-                }
-            }
-        }
-        let started = std::time::Instant::now();
-        loop {
-            match TableShape::describe(&dynamo, name).await? {
-                Some(shape) if shape.status == "ACTIVE" => break,
-                _ if started.elapsed() > Duration::from_secs(120) => {
-                    return Err(AdapterError::WaitTimedOut {
-                        what: format!("the checkpoint table {name:?} to become ACTIVE"),
-                        waited_secs: 120,
-                    });
-                }
-                _ => tokio::time::sleep(Duration::from_millis(200)).await,
-            }
-        }
+        crate::control::ensure_table(&dynamo, name, &["id"], "the checkpoint table").await?;
         Ok(CheckpointTable {
             dynamo,
             name: name.to_string(),

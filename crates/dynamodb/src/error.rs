@@ -36,6 +36,8 @@ const ACCESS_CODES: &[&str] = &[
 pub enum AdapterError {
     #[error("table {table:?} was not found at {endpoint}")]
     TableNotFound { table: String, endpoint: String },
+    #[error("lease table {table:?} was not found at {endpoint}")]
+    LeaseTableMissing { table: String, endpoint: String },
     #[error("table {table:?} has no index named {index:?}")]
     IndexMissing { table: String, index: String },
     #[error(

@@ -7,6 +7,7 @@ mod adversarial;
 mod chaos;
 mod cli;
 mod daemon;
+mod leases;
 mod proxy;
 mod read;
 mod setup;
