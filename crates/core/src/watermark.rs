@@ -40,6 +40,16 @@ impl Coverage {
         })
     }
 
+    /// Forgets everything read: the lane was not this worker's for a while (another worker
+    /// read and deleted meanwhile), so only new reads may vouch for it. A backlog pass under
+    /// way when this happens cannot vouch either.
+    pub fn forget(&mut self) {
+        *self = Coverage {
+            error_generation: self.error_generation + 1,
+            ..Coverage::default()
+        };
+    }
+
     pub fn failed(&mut self, expiry: Expiry) {
         self.error_generation += 1;
         let below = Timestamp::from_millis(expiry.at().as_millis().saturating_sub(1));

@@ -37,6 +37,7 @@ use crate::store::{DueItem, ExpiryStore, StoreError};
 use crate::sweep::SharedPartitioning;
 use precise_ttl_core::watermark::Pending;
 use precise_ttl_core::{Aimd, DueWindow, ErrorClass};
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -49,6 +50,7 @@ pub struct Daemon<S: ExpiryStore, C: Clock> {
     store: Arc<S>,
     clock: Arc<C>,
     partitioning: SharedPartitioning<S::Partition>,
+    ownership: Option<watch::Receiver<BTreeSet<usize>>>,
     config: DaemonConfig,
     observer: Arc<dyn Observer<S::Key>>,
     handle: DaemonHandle,
@@ -86,6 +88,8 @@ struct Shared<S: ExpiryStore, C: Clock> {
     store: Arc<S>,
     clock: Arc<C>,
     partitioning: SharedPartitioning<S::Partition>,
+    /// The lanes this worker may read (its leases); `None`: all of them.
+    ownership: Option<watch::Receiver<BTreeSet<usize>>>,
     config: DaemonConfig,
     observer: Arc<dyn Observer<S::Key>>,
     pending: Mutex<Pending<S::Key, Instant>>,
@@ -102,6 +106,13 @@ struct Shared<S: ExpiryStore, C: Clock> {
 }
 
 impl<S: ExpiryStore, C: Clock> Shared<S, C> {
+    /// Whether this worker may read `lane` now.
+    fn owns(&self, lane: usize) -> bool {
+        self.ownership
+            .as_ref()
+            .is_none_or(|o| o.borrow().contains(&lane))
+    }
+
     fn release_slot(&self) {
         self.active.fetch_sub(1, Ordering::SeqCst);
         self.slot_freed.notify_one();
@@ -218,6 +229,7 @@ impl<S: ExpiryStore, C: Clock> Daemon<S, C> {
             store,
             clock,
             partitioning,
+            ownership: None,
             config,
             observer: Arc::new(NoopObserver),
             handle: DaemonHandle::default(),
@@ -226,6 +238,14 @@ impl<S: ExpiryStore, C: Clock> Daemon<S, C> {
 
     pub fn with_observer(mut self, observer: Arc<dyn Observer<S::Key>>) -> Self {
         self.observer = observer;
+        self
+    }
+
+    /// Reads only the lanes in `lanes` as it changes (a worker's leases, see [`crate::lease`]).
+    /// A lane that comes back is read afresh: its watermark restarts from the new reads. The
+    /// stray probe runs on the worker that holds lane 0, so a fleet probes once.
+    pub fn with_ownership(mut self, lanes: watch::Receiver<BTreeSet<usize>>) -> Self {
+        self.ownership = Some(lanes);
         self
     }
 
@@ -247,6 +267,7 @@ impl<S: ExpiryStore, C: Clock> Daemon<S, C> {
             store: self.store,
             clock: self.clock,
             partitioning: self.partitioning,
+            ownership: self.ownership,
             observer: self.observer,
             pending: Mutex::new(Pending::new(lanes)),
             aimd: Mutex::new(Aimd::new(

@@ -40,6 +40,10 @@ pub(super) async fn strays<S: ExpiryStore, C: Clock>(
             _ = stopped(&mut stop) => return,
             _ = tick.tick() => {}
         }
+        if !shared.owns(0) {
+            // The worker holding lane 0 probes for the fleet.
+            continue;
+        }
         let window = DueWindow::at(shared.clock.now());
         let strays = match sweeper.find_strays(window).await {
             Ok(s) => s,
@@ -93,6 +97,12 @@ pub(super) async fn head<S: ExpiryStore, C: Clock>(
         tokio::select! {
             _ = stopped(&mut stop) => return,
             _ = tick.tick() => {}
+        }
+        if !shared.owns(lane) {
+            far_until = None;
+            if !wait_until_owned(&shared, lane, &mut stop).await {
+                return;
+            }
         }
         let now = shared.clock.now();
         let horizon_end = now.saturating_add(config.horizon.max(near_ahead));
@@ -159,6 +169,9 @@ pub(super) async fn backlog<S: ExpiryStore, C: Clock>(
                 break;
             }
         }
+        if !shared.owns(lane) && !wait_until_owned(&shared, lane, &mut stop).await {
+            return;
+        }
         let now = shared.clock.now();
         let bound = now.saturating_sub(lookback);
         let window = DueWindow::between(now.saturating_sub(NATIVE_TTL_MAX_AGE), bound);
@@ -185,5 +198,22 @@ pub(super) async fn backlog<S: ExpiryStore, C: Clock>(
             }
             Err(()) => config.poll_interval,
         };
+    }
+}
+
+/// Waits until this worker may read `lane` again, forgetting what it had read of it (another
+/// worker read and deleted meanwhile). False when the daemon stops first.
+async fn wait_until_owned<S: ExpiryStore, C: Clock>(
+    shared: &Shared<S, C>,
+    lane: usize,
+    stop: &mut watch::Receiver<bool>,
+) -> bool {
+    let Some(mut ownership) = shared.ownership.clone() else {
+        return true;
+    };
+    lock(&shared.pending).coverage[lane].forget();
+    tokio::select! {
+        _ = stopped(stop) => false,
+        owned = ownership.wait_for(|lanes| lanes.contains(&lane)) => owned.is_ok(),
     }
 }

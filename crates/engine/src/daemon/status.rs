@@ -41,12 +41,21 @@ pub(super) fn publish<S: ExpiryStore, C: Clock>(shared: &Shared<S, C>) {
     if let Some(before) = Instant::now().checked_sub(REMEMBER_RESOLVED) {
         pending.forget_resolved_before(before);
     }
+    // A lane this worker does not hold has no watermark here: its holder publishes it.
     let lane_watermarks: Vec<Option<Timestamp>> = (0..pending.coverage.len())
-        .map(|s| pending.watermark(s, now))
+        .map(|lane| {
+            shared
+                .owns(lane)
+                .then(|| pending.watermark(lane, now))
+                .flatten()
+        })
+        .collect();
+    let owned: Vec<usize> = (0..lane_watermarks.len())
+        .filter(|lane| shared.owns(*lane))
         .collect();
     let (backlog, scheduled) = pending.due_count(now);
     drop(pending);
-    let overall = if lane_watermarks.iter().all(Option::is_some) {
+    let overall = if !owned.is_empty() && owned.iter().all(|l| lane_watermarks[*l].is_some()) {
         lane_watermarks.iter().flatten().min().copied()
     } else {
         None
