@@ -3,9 +3,11 @@
 use crate::args::{DeleteModeArg, Global, IndexLayout, RunArgs};
 use crate::wiring::Outcome;
 use anyhow::Context;
-use precise_ttl_dynamodb::{BlogWindows, DeleteMode, DynamoStore};
+use precise_ttl_dynamodb::{BlogWindows, DeleteMode, Dynamo, DynamoStore, LeaseTable};
+use precise_ttl_engine::lease::{LeaseConfig, Leases};
 use precise_ttl_engine::{
-    Clock, Daemon, DaemonConfig, DaemonReport, ExpiryStore, SharedPartitioning, SystemClock,
+    Clock, Daemon, DaemonConfig, DaemonReport, ExpiryStore, Partitioning, SharedPartitioning,
+    SystemClock,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,17 +41,26 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
     let config = daemon_config(args);
     let report = match blog_options {
         None => {
-            let store = DynamoStore::open(dynamo, table, layout.clone())
+            let store = DynamoStore::open(dynamo.clone(), table, layout.clone())
                 .await?
                 .with_delete_mode(mode);
             let what = format!("{} shards", layout.shards);
+            let leases = fleet(&dynamo, args, table, &layout.index_name, &layout.shards).await?;
             let shards: SharedPartitioning<_> = Arc::new(layout.shards);
             let daemon = Daemon::new(Arc::new(store), Arc::new(SystemClock), shards, config);
-            serve_and_run(daemon, args, prometheus, table, &what).await?
+            serve_and_run(daemon, args, prometheus, table, &what, leases).await?
         }
         Some(options) => {
             let blog =
-                BlogWindows::open(dynamo, table, &layout, &options, SystemClock.now()).await?;
+                BlogWindows::open(dynamo.clone(), table, &layout, &options, SystemClock.now())
+                    .await?;
+            // The blog layout is not `setup`'s: its lease table is created on first use, as
+            // its checkpoint table is.
+            if !args.fleet.no_leases {
+                precise_ttl_dynamodb::create_lease_table(&dynamo, &args.fleet.table.lease_table)
+                    .await?;
+            }
+            let leases = fleet(&dynamo, args, table, &layout.index_name, &*blog.windows).await?;
             let what = format!(
                 "blog window index {:?} on {:?} from window {}",
                 layout.index_name,
@@ -77,7 +88,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
                         .await
                 }
             });
-            let report = serve_and_run(daemon, args, prometheus, table, &what).await;
+            let report = serve_and_run(daemon, args, prometheus, table, &what, leases).await;
             saver.abort();
             let report = report?;
             blog.save_watermark(&handle)
@@ -119,15 +130,57 @@ fn daemon_config(args: &RunArgs) -> DaemonConfig {
     config
 }
 
+type Fleet = Option<Arc<Leases<LeaseTable>>>;
+
+/// This worker's leases over the lanes of `partitioning` (`None` with `--no-leases`).
+async fn fleet<P: Partitioning + ?Sized>(
+    dynamo: &Dynamo,
+    args: &RunArgs,
+    table: &str,
+    index: &str,
+    partitioning: &P,
+) -> anyhow::Result<Fleet> {
+    if args.fleet.no_leases {
+        return Ok(None);
+    }
+    let lease_table =
+        LeaseTable::open(dynamo.clone(), &args.fleet.table.lease_table, table, index).await?;
+    let keys = (0..partitioning.lanes())
+        .map(|lane| partitioning.lane_name(lane))
+        .collect();
+    let worker = match &args.fleet.worker_id {
+        Some(id) => id.clone(),
+        None => format!(
+            "{}-{}",
+            nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .unwrap_or_else(|| "host".into()),
+            std::process::id()
+        ),
+    };
+    Ok(Some(Arc::new(Leases::new(
+        Arc::new(lease_table),
+        keys,
+        LeaseConfig::new(worker, args.fleet.lease_duration),
+    ))))
+}
+
 /// Serves /metrics and /healthz if asked, prints the start line, and runs until a signal,
-/// `--for`, or a fatal error.
+/// `--for`, or a fatal error; with leases, beats alongside and releases them once the deletes
+/// in flight have drained.
 async fn serve_and_run<S: ExpiryStore>(
     daemon: Daemon<S, SystemClock>,
     args: &RunArgs,
     prometheus: Option<metrics_exporter_prometheus::PrometheusHandle>,
     table: &str,
     what: &str,
+    leases: Fleet,
 ) -> anyhow::Result<DaemonReport> {
+    let daemon = match &leases {
+        Some(l) => daemon.with_ownership(l.usable()),
+        None => daemon,
+    };
     let mut where_metrics = String::new();
     if let (Some(addr), Some(prometheus)) = (args.metrics_addr, prometheus) {
         let stale = args
@@ -140,6 +193,19 @@ async fn serve_and_run<S: ExpiryStore>(
         "precise-ttl run: table {table:?}, {what}, poll every {:?}, read ahead {:?}{where_metrics}",
         args.poll_interval, args.horizon
     );
+    let (stop_beating, beating_stopped) = tokio::sync::oneshot::channel::<()>();
+    let (lease_failed, lease_failure) = tokio::sync::oneshot::channel();
+    let beating = leases.clone().map(|l| {
+        tokio::spawn(async move {
+            let stopped = async {
+                let _ = beating_stopped.await;
+            };
+            if let Err(e) = l.run(stopped).await {
+                tracing::error!(error = %e, "the lease table failed; stopping");
+                let _ = lease_failed.send(e);
+            }
+        })
+    });
     let run_for = args.run_for;
     let shutdown = async move {
         tokio::select! {
@@ -150,7 +216,18 @@ async fn serve_and_run<S: ExpiryStore>(
                     None => std::future::pending().await,
                 }
             } => {}
+            // A lease table that vanished or refuses access stops the worker, as a fatal store
+            // error does.
+            Ok(_) = lease_failure => {}
         }
     };
-    Ok(daemon.run(shutdown).await?)
+    let report = daemon.run(shutdown).await;
+    let _ = stop_beating.send(());
+    if let Some(beating) = beating {
+        let _ = beating.await;
+    }
+    if let Some(l) = &leases {
+        l.release_all().await;
+    }
+    Ok(report?)
 }

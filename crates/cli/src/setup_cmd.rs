@@ -18,6 +18,7 @@ pub async fn run(global: &Global, args: &SetupArgs) -> anyhow::Result<Outcome> {
         },
         native_ttl: !args.no_native_ttl,
         wait: (!args.no_wait).then_some(args.wait_timeout),
+        lease_table: Some(args.leases.lease_table.clone()),
         ..SetupOptions::default()
     };
     let report = setup::setup(&dynamo, table, &layout, &options).await?;

@@ -35,6 +35,8 @@ pub struct SetupOptions {
     pub wait: Option<Duration>,
     /// How often to look while waiting.
     pub poll_interval: Duration,
+    /// Create this lease table (for `run`'s fleet coordination) if missing; `None`: leave it.
+    pub lease_table: Option<String>,
 }
 
 impl Default for SetupOptions {
@@ -44,6 +46,7 @@ impl Default for SetupOptions {
             native_ttl: true,
             wait: Some(Duration::from_secs(3600)),
             poll_interval: Duration::from_secs(2),
+            lease_table: Some(crate::lease::DEFAULT_LEASE_TABLE.to_string()),
         }
     }
 }
@@ -60,13 +63,18 @@ pub enum SetupAction {
     NativeTtlEnabled,
     NativeTtlAlreadyEnabled,
     NativeTtlLeftAlone,
+    LeaseTableCreated { name: String },
+    LeaseTableAlreadyPresent { name: String },
 }
 
 impl SetupAction {
     pub fn is_change(&self) -> bool {
         matches!(
             self,
-            SetupAction::TableCreated | SetupAction::IndexCreated | SetupAction::NativeTtlEnabled
+            SetupAction::TableCreated
+                | SetupAction::IndexCreated
+                | SetupAction::NativeTtlEnabled
+                | SetupAction::LeaseTableCreated { .. }
         )
     }
 }
@@ -100,6 +108,12 @@ impl fmt::Display for SetupAction {
                 f.write_str("native TTL already enabled on the TTL attribute")
             }
             SetupAction::NativeTtlLeftAlone => f.write_str("native TTL left as it is, as asked"),
+            SetupAction::LeaseTableCreated { name } => {
+                write!(f, "created the lease table {name:?} (on-demand)")
+            }
+            SetupAction::LeaseTableAlreadyPresent { name } => {
+                write!(f, "lease table {name:?} already present")
+            }
         }
     }
 }
@@ -207,6 +221,15 @@ pub async fn setup(
         actions.push(native_ttl(dynamo, table, layout).await?);
     } else {
         actions.push(SetupAction::NativeTtlLeftAlone);
+    }
+    if let Some(name) = &options.lease_table {
+        let name = name.clone();
+        actions.push(
+            match crate::lease::create_lease_table(dynamo, &name).await? {
+                true => SetupAction::LeaseTableCreated { name },
+                false => SetupAction::LeaseTableAlreadyPresent { name },
+            },
+        );
     }
     Ok(SetupReport {
         table: table.to_string(),

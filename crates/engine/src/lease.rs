@@ -186,12 +186,27 @@ impl<S: LeaseStore> Leases<S> {
             }
         }
 
-        let moves = {
+        let (moves, orphans) = {
             let state = self.lock();
-            plan(&records, &state.view, me, now, self.config.duration)
+            // Leases under this worker's name that it does not hold: a previous incarnation's
+            // (a restart with the same --worker-id). They are taken back at once.
+            let orphans: Vec<LeaseRecord> = records
+                .iter()
+                .filter(|r| r.owner.as_deref() == Some(me))
+                .filter(|r| {
+                    self.keys
+                        .iter()
+                        .position(|k| *k == r.key)
+                        .is_some_and(|lane| !state.held.contains_key(&lane))
+                })
+                .cloned()
+                .collect();
+            let moves = plan(&records, &state.view, me, now, self.config.duration);
+            (moves, orphans)
         };
         let stealing = moves.steal.iter().map(|r| (r, true));
-        for (record, stolen) in moves.take.iter().map(|r| (r, false)).chain(stealing) {
+        let takes = orphans.iter().chain(moves.take.iter()).map(|r| (r, false));
+        for (record, stolen) in takes.chain(stealing) {
             let Some(lane) = self.keys.iter().position(|k| *k == record.key) else {
                 continue;
             };

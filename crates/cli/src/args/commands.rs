@@ -10,6 +10,9 @@ use std::time::Duration;
 
 #[derive(Debug, Args)]
 pub struct SetupArgs {
+    #[command(flatten)]
+    pub leases: LeaseTableArg,
+
     /// Create the table (on demand) if it does not exist; needs --partition-key
     #[arg(long, requires = "partition_key")]
     pub create_table: bool,
@@ -154,6 +157,40 @@ pub struct Retries {
     pub max_attempts: u32,
 }
 
+/// The lease table (`setup` creates it, `run` coordinates through it).
+#[derive(Debug, Args)]
+pub struct LeaseTableArg {
+    /// The table of shard leases that splits the work among `run` processes; one serves every
+    /// swept table (created by `setup`)
+    #[arg(
+        long,
+        env = "PRECISE_TTL_LEASE_TABLE",
+        default_value = "precise-ttl-leases"
+    )]
+    pub lease_table: String,
+}
+
+/// How `run` shares a table with other `run` processes.
+#[derive(Debug, Args)]
+pub struct Fleet {
+    #[command(flatten)]
+    pub table: LeaseTableArg,
+
+    /// How long a lease's heartbeat may stop before another worker takes it over (heartbeats
+    /// every third of it; a worker stops reading a lease not renewed for half of it)
+    #[arg(long, env = "PRECISE_TTL_LEASE_DURATION", default_value = "10s", value_parser = super::lease_duration)]
+    pub lease_duration: Duration,
+
+    /// This worker's name in the lease table (default: host name and process id)
+    #[arg(long, env = "PRECISE_TTL_WORKER_ID")]
+    pub worker_id: Option<String>,
+
+    /// Work alone, without leases: every shard, whatever other processes do (deletes stay
+    /// conditional, so two such processes are safe, only wasteful)
+    #[arg(long, env = "PRECISE_TTL_NO_LEASES")]
+    pub no_leases: bool,
+}
+
 /// A parallel Scan (`backfill`, `doctor`).
 #[derive(Debug, Args)]
 pub struct ScanSegments {
@@ -192,6 +229,9 @@ pub struct SweepArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub blog: BlogArgs,
+
+    #[command(flatten)]
+    pub fleet: Fleet,
 
     /// How often each shard's index is read (100ms at least)
     #[arg(long, env = "PRECISE_TTL_POLL_INTERVAL", default_value = "1s", value_parser = poll_interval)]

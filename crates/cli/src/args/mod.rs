@@ -254,6 +254,14 @@ pub fn poll_interval(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+pub fn lease_duration(s: &str) -> Result<Duration, String> {
+    let d = duration(s)?;
+    if !(Duration::from_secs(1)..=Duration::from_secs(600)).contains(&d) {
+        return Err(format!("{s:?} is not a lease duration from 1s to 10m"));
+    }
+    Ok(d)
+}
+
 pub fn positive_rate(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(r) if r.is_finite() && r > 0.0 => Ok(r),

@@ -46,7 +46,10 @@ async fn setup_twice_changes_nothing_the_second_time() {
             SetupAction::IndexAlreadyPresent {
                 projection: "KEYS_ONLY".into()
             },
-            SetupAction::NativeTtlAlreadyEnabled
+            SetupAction::NativeTtlAlreadyEnabled,
+            SetupAction::LeaseTableAlreadyPresent {
+                name: "precise-ttl-leases".into()
+            },
         ]
     );
 }
