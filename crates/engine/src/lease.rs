@@ -8,6 +8,7 @@
 //! well before another worker may take it (a full duration with the counter unmoved, on that
 //! worker's clock).
 
+use crate::metrics as m;
 use crate::store::StoreError;
 use precise_ttl_core::lease::{LeaseRecord, LeaseView, plan};
 use std::collections::{BTreeMap, BTreeSet};
@@ -223,11 +224,14 @@ impl<S: LeaseStore> Leases<S> {
                         renewed: Instant::now(),
                     },
                 );
-                if stolen {
+                let change = if stolen {
                     state.counts.stolen += 1;
+                    "stolen"
                 } else {
                     state.counts.acquired += 1;
-                }
+                    "acquired"
+                };
+                metrics::counter!(m::LEASE_CHANGES, "change" => change).increment(1);
                 tracing::info!(lease = %record.key, from = ?record.owner, stolen, "lease taken");
             }
         }
@@ -256,12 +260,14 @@ impl<S: LeaseStore> Leases<S> {
         let mut state = self.lock();
         if state.held.remove(&lane).is_some() {
             state.counts.lost += 1;
+            metrics::counter!(m::LEASE_CHANGES, "change" => "lost").increment(1);
             tracing::warn!(lease = %self.keys[lane], why, "lease lost");
         }
     }
 
     fn publish(&self) {
         let lanes: BTreeSet<usize> = self.lock().held.keys().copied().collect();
+        metrics::gauge!(m::LEASES_HELD).set(lanes.len() as f64);
         self.usable.send_if_modified(|current| {
             let changed = *current != lanes;
             *current = lanes;
@@ -276,7 +282,10 @@ impl<S: LeaseStore> Leases<S> {
         self.publish();
         for (lane, h) in held {
             match self.store.write(&self.keys[lane], h.counter, None).await {
-                Ok(true) => self.lock().counts.released += 1,
+                Ok(true) => {
+                    self.lock().counts.released += 1;
+                    metrics::counter!(m::LEASE_CHANGES, "change" => "released").increment(1);
+                }
                 Ok(false) => {}
                 Err(e) => {
                     tracing::warn!(lease = %self.keys[lane], error = %e, "lease release failed; it expires instead");

@@ -28,6 +28,13 @@ pub const CAPACITY_UNITS: &str = "precise_ttl_capacity_centiunits_total";
 /// The adaptive limit on delete requests in flight.
 pub const CONCURRENCY_LIMIT: &str = "precise_ttl_concurrency_limit";
 
+/// Shard leases this worker holds and reads.
+pub const LEASES_HELD: &str = "precise_ttl_leases_held";
+/// Lease changes of this worker, labelled `change` = `acquired` (free or expired), `stolen`
+/// (taken from a busier worker), `lost` (taken by another, or not renewed in time) or
+/// `released` (on shutdown).
+pub const LEASE_CHANGES: &str = "precise_ttl_lease_changes_total";
+
 /// Histogram buckets for [`LAG_SECONDS`], dense where the product's promise lies (≤ 100 ms).
 pub const LAG_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0, 600.0,
@@ -63,6 +70,11 @@ pub fn describe() {
         WATERMARK_DELAY,
         Unit::Seconds,
         "How far the overall watermark trails the clock"
+    );
+    describe_gauge!(LEASES_HELD, "Shard leases this worker holds and reads");
+    describe_counter!(
+        LEASE_CHANGES,
+        "Lease changes of this worker: acquired, stolen, lost, released"
     );
     describe_gauge!(
         CONCURRENCY_LIMIT,

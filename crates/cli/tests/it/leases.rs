@@ -129,3 +129,68 @@ async fn leases_split_fail_over_and_hand_over_through_the_lease_table() {
     );
     let _ = dynamo().query.delete_table().table_name(&name).send().await;
 }
+
+/// A metric without labels, read from a `/metrics` page.
+fn metric(page: &str, name: &str) -> Option<f64> {
+    page.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Two `run` processes on one table: they split the shards, each deletes its share, and when
+/// one is killed the other takes its shards over and nothing is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_run_processes_split_a_table_and_one_takes_over_from_a_killed_one() {
+    use crate::support::{at, item, n, table_with_index};
+    let table = table_with_index().await;
+    let items: Vec<_> = (0..640)
+        .map(|i| {
+            item(
+                &format!("k{i}"),
+                &[("ttl", at(4_000 + i * 25)), ("ttl_shard", n(i % 16))],
+            )
+        })
+        .collect();
+    table.put_many(items).await;
+    let fleet = ["--lease-duration", "2s", "--worker-id"];
+    let args =
+        |id: &'static str| -> Vec<&'static str> { fleet.iter().copied().chain([id]).collect() };
+    let (mut a, _a_lines, a_url) =
+        crate::daemon::daemon_with_metrics(&table.name, endpoint(), &args("a"));
+    let (mut b, _b_lines, b_url) =
+        crate::daemon::daemon_with_metrics(&table.name, endpoint(), &args("b"));
+    let page = |url: &str| crate::daemon::http_get(&format!("{url}/metrics"));
+    let held = |url: &str| metric(&page(url), "precise_ttl_leases_held");
+    let started = Instant::now();
+    while !(held(&a_url) == Some(8.0) && held(&b_url) == Some(8.0)) {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no even split: a {:?}, b {:?}\n{}",
+            held(&a_url),
+            held(&b_url),
+            page(&a_url)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Items expire from 4 s to 20 s after they were written; kill b half way.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let deleted_by = |url: &str| metric(&page(url), "precise_ttl_deleted_total").unwrap_or(0.0);
+    let (da, db) = (deleted_by(&a_url), deleted_by(&b_url));
+    assert!(
+        da >= 64.0 && db >= 64.0,
+        "both delete their share: a {da}, b {db}"
+    );
+    crate::support::signal(&b, nix::sys::signal::Signal::SIGKILL);
+    let _ = b.wait();
+    until("a takes every shard", || held(&a_url) == Some(16.0)).await;
+    let started = Instant::now();
+    while table.count().await > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "items left behind"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    crate::support::terminate(&a);
+    assert!(a.wait().unwrap().success());
+}
