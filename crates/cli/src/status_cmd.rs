@@ -1,11 +1,13 @@
-//! `precise-ttl status`: the index as seen from outside, per shard.
+//! `precise-ttl status`: the index as seen from outside, per shard, with each shard's lease
+//! owner when `run` works as a fleet.
 
 use crate::args::{Global, StatusArgs};
 use crate::wiring::Outcome;
 use precise_ttl_core::Timestamp;
 use precise_ttl_dynamodb::status::shard_status;
-use precise_ttl_dynamodb::{DynamoStore, TableShape};
+use precise_ttl_dynamodb::{AdapterError, DynamoStore, LeaseTable, StoredLease, TableShape};
 use precise_ttl_engine::{Clock, SystemClock};
+use std::collections::BTreeMap;
 
 pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> {
     let layout = global.layout()?;
@@ -18,6 +20,35 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
     let mut shards = Vec::new();
     for shard in layout.shards.all() {
         shards.push(shard_status(&dynamo, table, &layout, shard, now).await?);
+    }
+    let leases: Option<BTreeMap<String, StoredLease>> = match LeaseTable::open(
+        dynamo.clone(),
+        &args.leases.lease_table,
+        table,
+        &layout.index_name,
+    )
+    .await
+    {
+        Ok(t) => Some(
+            t.all()
+                .await?
+                .into_iter()
+                .map(|l| (l.record.key.clone(), l))
+                .collect(),
+        ),
+        Err(AdapterError::LeaseTableMissing { .. }) => None,
+        Err(e) => return Err(e.into()),
+    };
+    let lease_of = |shard: u16| leases.as_ref().and_then(|l| l.get(&shard.to_string()));
+    let lease_age = |l: &StoredLease| {
+        l.renewed_at_ms
+            .map(|ms| now.millis_since(Timestamp::from_millis(ms)) as f64 / 1000.0)
+    };
+    let mut workers: BTreeMap<&str, usize> = BTreeMap::new();
+    for l in leases.iter().flat_map(|l| l.values()) {
+        if let Some(owner) = l.record.owner.as_deref() {
+            *workers.entry(owner).or_default() += 1;
+        }
     }
     let watermark = shards.iter().map(|s| s.watermark(now)).min().unwrap_or(now);
     let due: u64 = shards.iter().map(|s| s.due).sum();
@@ -37,7 +68,13 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
                 "oldest_due_age_seconds": s.oldest_due.map(age),
                 "watermark": s.watermark(now).as_secs_f64(),
                 "next": s.next.iter().map(|t| t.as_secs_f64()).collect::<Vec<_>>(),
+                "owner": lease_of(s.shard.0).and_then(|l| l.record.owner.clone()),
+                "lease_age_seconds": lease_of(s.shard.0).and_then(lease_age),
             })).collect::<Vec<_>>(),
+            "workers": leases.as_ref().map(|_| workers.iter().map(|(w, n)| serde_json::json!({
+                "worker": w,
+                "shards": n,
+            })).collect::<Vec<_>>()),
         });
         println!("{}", serde_json::to_string_pretty(&json)?);
         return Ok(Outcome::Success);
@@ -49,21 +86,42 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
         layout.shards
     );
     println!(
-        "{:>5}  {:>9}  {:>12}  next expiries (seconds from now)",
-        "shard", "due", "oldest age"
+        "{:>5}  {:>9}  {:>12}  {:<24} {:>9}  next expiries (seconds from now)",
+        "shard", "due", "oldest age", "lease owner", "lease age"
     );
     for s in &shards {
         let oldest = s
             .oldest_due
             .map_or("-".to_string(), |t| format!("{:.1} s", age(t)));
         let next: Vec<String> = s.next.iter().map(|t| format!("{:+.1}", -age(*t))).collect();
+        let lease = lease_of(s.shard.0);
+        let owner = lease
+            .and_then(|l| l.record.owner.clone())
+            .unwrap_or_else(|| "-".into());
+        let lease_age = lease
+            .and_then(lease_age)
+            .map_or("-".to_string(), |a| format!("{a:.1} s"));
         println!(
-            "{:>5}  {:>9}  {:>12}  {}",
+            "{:>5}  {:>9}  {:>12}  {:<24} {:>9}  {}",
             s.shard.0,
             s.due,
             oldest,
+            owner,
+            lease_age,
             next.join(", ")
         );
+    }
+    match &leases {
+        None => println!("no lease table {:?}: no fleet", args.leases.lease_table),
+        Some(_) if workers.is_empty() => println!("workers: none holds a lease"),
+        Some(_) => println!(
+            "workers: {}",
+            workers
+                .iter()
+                .map(|(w, n)| format!("{w} ({n} shards)"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
     println!(
         "due and not yet deleted: {due}; watermark {} ({:.1} s behind now: every due item with an older TTL is gone)",

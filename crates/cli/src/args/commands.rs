@@ -350,6 +350,9 @@ pub struct StatusArgs {
     /// Print JSON instead of a table
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub leases: LeaseTableArg,
 }
 
 #[derive(Debug, Args)]

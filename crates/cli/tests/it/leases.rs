@@ -172,6 +172,24 @@ async fn two_run_processes_split_a_table_and_one_takes_over_from_a_killed_one() 
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let out = crate::support::precise_ttl()
+        .args(["status", "--table", &table.name, "--json"])
+        .assert()
+        .success();
+    let status: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(
+        status["workers"],
+        serde_json::json!([{"worker": "a", "shards": 8}, {"worker": "b", "shards": 8}]),
+        "{status}"
+    );
+    assert!(
+        status["shards"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["owner"].is_string() && s["lease_age_seconds"].as_f64() < Some(5.0)),
+        "{status}"
+    );
     // Items expire from 4 s to 20 s after they were written; kill b half way.
     tokio::time::sleep(Duration::from_secs(10)).await;
     let deleted_by = |url: &str| metric(&page(url), "precise_ttl_deleted_total").unwrap_or(0.0);
