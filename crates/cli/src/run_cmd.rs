@@ -3,11 +3,13 @@
 use crate::args::{DeleteModeArg, Global, IndexLayout, RunArgs};
 use crate::wiring::Outcome;
 use anyhow::Context;
-use precise_ttl_dynamodb::{BlogWindows, DeleteMode, Dynamo, DynamoStore, LeaseTable};
+use precise_ttl_dynamodb::{
+    AdapterError, BlogWindows, DeleteMode, Dynamo, DynamoStore, LeaseTable,
+};
 use precise_ttl_engine::lease::{LeaseConfig, Leases};
 use precise_ttl_engine::{
-    Clock, Daemon, DaemonConfig, DaemonReport, ExpiryStore, Partitioning, SharedPartitioning,
-    SystemClock,
+    Clock, Daemon, DaemonConfig, DaemonHandle, DaemonReport, ExpiryStore, Partitioning,
+    SharedPartitioning, SystemClock,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,38 +31,68 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
         IndexLayout::Sharded => None,
         IndexLayout::BlogWindow => Some(args.blog.options()?),
     };
-    let prometheus = match args.metrics_addr {
-        Some(_) => Some(crate::serve::install_recorder()?),
-        None => None,
-    };
+    let handle = DaemonHandle::default();
+    // Served before the store is reached: /healthz says "starting" meanwhile.
+    let mut where_metrics = String::new();
+    if let Some(addr) = args.metrics_addr {
+        let prometheus = crate::serve::install_recorder()?;
+        let stale = args
+            .unhealthy_after
+            .unwrap_or_else(|| (args.poll_interval * 10).max(Duration::from_secs(30)));
+        let bound = crate::serve::serve(addr, prometheus, handle.clone(), stale).await?;
+        where_metrics = format!(", metrics on http://{bound}/metrics");
+        println!("precise-ttl run: metrics on http://{bound}/metrics");
+    }
     let dynamo = crate::wiring::connect(global).await?;
     let mode = match args.delete_mode {
         DeleteModeArg::Single => DeleteMode::Single,
         DeleteModeArg::Batch => DeleteMode::Batch,
     };
     let config = daemon_config(args);
+    let stopped_early = || {
+        println!("stopped before the store could be reached: nothing deleted");
+        Ok(Outcome::Success)
+    };
     let report = match blog_options {
         None => {
-            let store = DynamoStore::open(dynamo.clone(), table, layout.clone())
-                .await?
-                .with_delete_mode(mode);
+            let opened = crate::wiring::until_reachable(|| async {
+                let store = DynamoStore::open(dynamo.clone(), table, layout.clone()).await?;
+                let leases =
+                    fleet(&dynamo, args, table, &layout.index_name, &layout.shards).await?;
+                Ok((store, leases))
+            })
+            .await?;
+            let Some((store, leases)) = opened else {
+                return stopped_early();
+            };
             let what = format!("{} shards", layout.shards);
-            let leases = fleet(&dynamo, args, table, &layout.index_name, &layout.shards).await?;
             let shards: SharedPartitioning<_> = Arc::new(layout.shards);
-            let daemon = Daemon::new(Arc::new(store), Arc::new(SystemClock), shards, config);
-            serve_and_run(daemon, args, prometheus, table, &what, leases).await?
+            let store = Arc::new(store.with_delete_mode(mode));
+            let daemon = Daemon::new(store, Arc::new(SystemClock), shards, config)
+                .with_handle(handle.clone());
+            serve_and_run(daemon, args, table, &what, &where_metrics, leases).await?
         }
         Some(options) => {
-            let blog =
-                BlogWindows::open(dynamo.clone(), table, &layout, &options, SystemClock.now())
+            let opened = crate::wiring::until_reachable(|| async {
+                let now = SystemClock.now();
+                let blog = BlogWindows::open(dynamo.clone(), table, &layout, &options, now).await?;
+                // The blog layout is not `setup`'s: its lease table is created on first use,
+                // as its checkpoint table is.
+                if !args.fleet.no_leases {
+                    precise_ttl_dynamodb::create_lease_table(
+                        &dynamo,
+                        &args.fleet.table.lease_table,
+                    )
                     .await?;
-            // The blog layout is not `setup`'s: its lease table is created on first use, as
-            // its checkpoint table is.
-            if !args.fleet.no_leases {
-                precise_ttl_dynamodb::create_lease_table(&dynamo, &args.fleet.table.lease_table)
-                    .await?;
-            }
-            let leases = fleet(&dynamo, args, table, &layout.index_name, &*blog.windows).await?;
+                }
+                let leases =
+                    fleet(&dynamo, args, table, &layout.index_name, &*blog.windows).await?;
+                Ok((blog, leases))
+            })
+            .await?;
+            let Some((blog, leases)) = opened else {
+                return stopped_early();
+            };
             let what = format!(
                 "blog window index {:?} on {:?} from window {}",
                 layout.index_name,
@@ -78,8 +110,8 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
                 Arc::new(SystemClock),
                 blog.partitioning(),
                 config,
-            );
-            let handle = daemon.handle();
+            )
+            .with_handle(handle.clone());
             let blog = Arc::new(blog);
             let saver = tokio::spawn({
                 let (blog, handle) = (Arc::clone(&blog), handle.clone());
@@ -88,7 +120,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
                         .await
                 }
             });
-            let report = serve_and_run(daemon, args, prometheus, table, &what, leases).await;
+            let report = serve_and_run(daemon, args, table, &what, &where_metrics, leases).await;
             saver.abort();
             let report = report?;
             blog.save_watermark(&handle)
@@ -139,7 +171,7 @@ async fn fleet<P: Partitioning + ?Sized>(
     table: &str,
     index: &str,
     partitioning: &P,
-) -> anyhow::Result<Fleet> {
+) -> Result<Fleet, AdapterError> {
     if args.fleet.no_leases {
         return Ok(None);
     }
@@ -166,29 +198,20 @@ async fn fleet<P: Partitioning + ?Sized>(
     ))))
 }
 
-/// Serves /metrics and /healthz if asked, prints the start line, and runs until a signal,
-/// `--for`, or a fatal error; with leases, beats alongside and releases them once the deletes
-/// in flight have drained.
+/// Prints the start line and runs until a signal, `--for`, or a fatal error; with leases,
+/// beats alongside and releases them once the deletes in flight have drained.
 async fn serve_and_run<S: ExpiryStore>(
     daemon: Daemon<S, SystemClock>,
     args: &RunArgs,
-    prometheus: Option<metrics_exporter_prometheus::PrometheusHandle>,
     table: &str,
     what: &str,
+    where_metrics: &str,
     leases: Fleet,
 ) -> anyhow::Result<DaemonReport> {
     let daemon = match &leases {
         Some(l) => daemon.with_ownership(l.usable()),
         None => daemon,
     };
-    let mut where_metrics = String::new();
-    if let (Some(addr), Some(prometheus)) = (args.metrics_addr, prometheus) {
-        let stale = args
-            .unhealthy_after
-            .unwrap_or_else(|| (args.poll_interval * 10).max(Duration::from_secs(30)));
-        let bound = crate::serve::serve(addr, prometheus, daemon.handle(), stale).await?;
-        where_metrics = format!(", metrics on http://{bound}/metrics");
-    }
     println!(
         "precise-ttl run: table {table:?}, {what}, poll every {:?}, read ahead {:?}{where_metrics}",
         args.poll_interval, args.horizon

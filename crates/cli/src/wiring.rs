@@ -47,3 +47,40 @@ pub async fn signal() {
         let _ = tokio::signal::ctrl_c().await;
     }
 }
+
+/// Calls `attempt` until it succeeds, fails for good, or a signal arrives (`Ok(None)`). A store
+/// that is unreachable, resets connections or answers 5xx is waited for, with capped, jittered
+/// back-off and a warning at most every 10 s; a misconfiguration (no table, no index, no lease
+/// table, access denied, no credentials or region) fails at once.
+pub async fn until_reachable<T, F, Fut>(mut attempt: F) -> anyhow::Result<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, precise_ttl_dynamodb::AdapterError>>,
+{
+    use precise_ttl_core::{Backoff, ErrorClass};
+    let backoff = Backoff {
+        base: std::time::Duration::from_millis(200),
+        cap: std::time::Duration::from_secs(5),
+        max_attempts: u32::MAX,
+    };
+    let mut failures = 0u32;
+    let mut warned: Option<std::time::Instant> = None;
+    let stop = signal();
+    tokio::pin!(stop);
+    loop {
+        let e = match attempt().await {
+            Ok(t) => return Ok(Some(t)),
+            Err(e) if matches!(e.class(), ErrorClass::Transient | ErrorClass::Throttled) => e,
+            Err(e) => return Err(e.into()),
+        };
+        failures = failures.saturating_add(1);
+        if warned.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(10)) {
+            tracing::warn!(error = %e, attempts = failures, "the store is not reachable yet; retrying");
+            warned = Some(std::time::Instant::now());
+        }
+        tokio::select! {
+            _ = &mut stop => return Ok(None),
+            _ = tokio::time::sleep(backoff.delay(failures, fastrand::f64())) => {}
+        }
+    }
+}

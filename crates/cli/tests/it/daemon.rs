@@ -382,3 +382,47 @@ fn demo_runs_from_an_empty_folder_and_leaves_it_empty() {
     assert!(left.is_empty(), "{left:?}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A daemon started while the store drops every connection waits for it, answers 503
+/// ("starting") meanwhile, and deletes as soon as the store is back, instead of exiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_started_during_an_outage_waits_for_the_store_and_then_deletes() {
+    let table = table_with_index().await;
+    for i in 0..20 {
+        table
+            .put(item(
+                &format!("due-{i}"),
+                &[("ttl", at(-1_000)), ("ttl_shard", n(i % 16))],
+            ))
+            .await;
+    }
+    let proxy = crate::proxy::FaultProxy::start(crate::support::endpoint()).await;
+    proxy.set(crate::proxy::Faults {
+        down: true,
+        ..Default::default()
+    });
+    let (mut child, _lines, base) = daemon_with_metrics(&table.name, &proxy.url, &[]);
+    let healthz = format!("{base}/healthz");
+    let answer = http_get(&healthz);
+    assert!(
+        answer.contains(" 503 ") && answer.contains("starting"),
+        "{answer}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "still waiting, not exited"
+    );
+    proxy.set(crate::proxy::Faults::default());
+    let back = Instant::now();
+    while table.count().await > 0 {
+        assert!(
+            back.elapsed() < Duration::from_secs(20),
+            "nothing deleted after the store came back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(http_get(&healthz).contains(" 200 "));
+    crate::support::terminate(&child);
+    assert!(child.wait().unwrap().success());
+}

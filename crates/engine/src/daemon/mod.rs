@@ -249,6 +249,13 @@ impl<S: ExpiryStore, C: Clock> Daemon<S, C> {
         self
     }
 
+    /// Publishes into `handle`, made before the daemon (so `/healthz` can answer "starting"
+    /// while the store is still being reached).
+    pub fn with_handle(mut self, handle: DaemonHandle) -> Self {
+        self.handle = handle;
+        self
+    }
+
     /// A handle that shows the daemon's status while it runs.
     pub fn handle(&self) -> DaemonHandle {
         self.handle.clone()
