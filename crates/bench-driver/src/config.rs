@@ -112,6 +112,7 @@ impl BenchConfig {
         match self.delete_mode {
             DeleteMode::Single => "single",
             DeleteMode::Batch => "batch",
+            DeleteMode::Auto => "auto",
         }
     }
 }

@@ -2,12 +2,12 @@
 //! DynamoDB Local started when no endpoint is given, progress bars, and the report printed.
 //! What the benchmark does is the driver's.
 
-use crate::args::{BenchArgs, DeleteModeArg, Global, IndexLayout};
+use crate::args::{BenchArgs, Global, IndexLayout};
 use crate::wiring::Outcome;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use precise_ttl_bench_driver::{BenchConfig, BenchIndex, DaemonCommand, Event, Progress, Revision};
-use precise_ttl_dynamodb::{DeleteMode, Dynamo, DynamoDbLocal};
+use precise_ttl_dynamodb::{Dynamo, DynamoDbLocal};
 use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Mutex;
@@ -112,10 +112,7 @@ pub async fn run(global: &Global, args: &BenchArgs) -> anyhow::Result<Outcome> {
         config.seed = seed;
     }
     config.poll_interval = args.poll_interval;
-    config.delete_mode = match args.delete_mode {
-        DeleteModeArg::Single => DeleteMode::Single,
-        DeleteModeArg::Batch => DeleteMode::Batch,
-    };
+    config.delete_mode = args.delete_mode.mode();
     config.argv = std::env::args().collect();
     // The checkout this binary was built from; an installed binary whose sources are gone
     // records "unknown".

@@ -1,11 +1,9 @@
 //! `precise-ttl run`: the daemon, over our sharded index or the 2022 blog's window index.
 
-use crate::args::{DeleteModeArg, Global, IndexLayout, RunArgs};
+use crate::args::{Global, IndexLayout, RunArgs};
 use crate::wiring::Outcome;
 use anyhow::Context;
-use precise_ttl_dynamodb::{
-    AdapterError, BlogWindows, DeleteMode, Dynamo, DynamoStore, LeaseTable,
-};
+use precise_ttl_dynamodb::{AdapterError, BlogWindows, Dynamo, DynamoStore, LeaseTable};
 use precise_ttl_engine::lease::{LeaseConfig, Leases};
 use precise_ttl_engine::{
     Clock, Daemon, DaemonConfig, DaemonHandle, DaemonReport, ExpiryStore, Partitioning,
@@ -44,10 +42,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
         println!("precise-ttl run: metrics on http://{bound}/metrics");
     }
     let dynamo = crate::wiring::connect(global).await?;
-    let mode = match args.delete_mode {
-        DeleteModeArg::Single => DeleteMode::Single,
-        DeleteModeArg::Batch => DeleteMode::Batch,
-    };
+    let mode = args.delete_mode.mode();
     let config = daemon_config(args);
     let stopped_early = || {
         println!("stopped before the store could be reached: nothing deleted");

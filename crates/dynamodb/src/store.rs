@@ -14,6 +14,8 @@ use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Shard, TtlLayout, WindowLa
 use precise_ttl_engine::{DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError};
 use std::collections::HashMap;
 use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 // `ttl` is a reserved word in DynamoDB expressions, so every name goes through a placeholder.
 const KEY_CONDITION: &str = "#shard = :shard AND #ttl BETWEEN :oldest AND :now";
@@ -29,7 +31,15 @@ pub enum DeleteMode {
     /// PartiQL `BatchExecuteStatement`: up to 25 conditional `DELETE`s per request, each with
     /// its own outcome. Same write capacity per item; fewer requests when many are due at once.
     Batch,
+    /// `Batch`, until the store refuses PartiQL for good: access denied (a role with
+    /// `dynamodb:DeleteItem` but not `dynamodb:PartiQLDelete`), a validation error, or an
+    /// implementation without PartiQL that answers 5xx to every batch while `DeleteItem` works.
+    /// Then `Single` for the rest of the process, said once in the log and in a metric.
+    Auto,
 }
+
+/// Whole batch calls that failed with 5xx in a row before `Auto` tries `DeleteItem` instead.
+const BATCH_5XX_BEFORE_PROBE: u32 = 3;
 
 /// A partition key value of the expiry index, as DynamoDB holds it.
 pub trait IndexPartition:
@@ -69,6 +79,10 @@ pub struct DynamoStore<P: IndexPartition = Shard> {
     mode: DeleteMode,
     /// The PartiQL delete for this table's key, built once.
     statement: String,
+    /// `Auto` only: PartiQL was refused and single deletes took over (shared by clones).
+    fallen_back: Arc<AtomicBool>,
+    /// `Auto` only: whole batch calls answered with 5xx in a row.
+    batch_5xx: Arc<AtomicU32>,
     partition: PhantomData<fn() -> P>,
 }
 
@@ -114,6 +128,8 @@ impl<P: IndexPartition> DynamoStore<P> {
             layout,
             mode: DeleteMode::Single,
             statement,
+            fallen_back: Arc::new(AtomicBool::new(false)),
+            batch_5xx: Arc::new(AtomicU32::new(0)),
             partition: PhantomData,
         })
     }
@@ -300,12 +316,8 @@ impl<P: IndexPartition> ExpiryStore for DynamoStore<P> {
         keys: &[ItemKey],
         window: DueWindow,
     ) -> Vec<Result<DeleteOutcome, StoreError>> {
-        if self.mode == DeleteMode::Single || keys.len() == 1 {
-            let mut out = Vec::with_capacity(keys.len());
-            for key in keys {
-                out.push(self.delete_if_due(key, window).await);
-            }
-            return out;
+        if !self.batching() || keys.len() == 1 {
+            return self.delete_each(keys, window).await;
         }
         let oldest = number(window.oldest.to_epoch_seconds_text());
         let until = number(window.until.to_epoch_seconds_text());
@@ -334,11 +346,15 @@ impl<P: IndexPartition> ExpiryStore for DynamoStore<P> {
         match result {
             Err(e) => {
                 let err = store_error("BatchExecuteStatement", e);
+                if let Some(singles) = self.maybe_fall_back(&err, keys, window).await {
+                    return singles;
+                }
                 keys.iter()
                     .map(|_| Err(StoreError::new(err.class, err.message.clone())))
                     .collect()
             }
             Ok(out) => {
+                self.batch_5xx.store(0, Ordering::Relaxed);
                 let units: f64 = out
                     .consumed_capacity()
                     .iter()
@@ -371,11 +387,81 @@ impl<P: IndexPartition> ExpiryStore for DynamoStore<P> {
     }
 
     fn max_batch(&self) -> usize {
-        match self.mode {
-            DeleteMode::Single => 1,
-            DeleteMode::Batch => MAX_BATCH_STATEMENTS,
+        if self.batching() {
+            MAX_BATCH_STATEMENTS
+        } else {
+            1
         }
     }
+}
+
+impl<P: IndexPartition> DynamoStore<P> {
+    fn batching(&self) -> bool {
+        match self.mode {
+            DeleteMode::Single => false,
+            DeleteMode::Batch => true,
+            DeleteMode::Auto => !self.fallen_back.load(Ordering::Relaxed),
+        }
+    }
+
+    async fn delete_each(
+        &self,
+        keys: &[ItemKey],
+        window: DueWindow,
+    ) -> Vec<Result<DeleteOutcome, StoreError>> {
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            out.push(self.delete_if_due(key, window).await);
+        }
+        out
+    }
+
+    /// In `Auto` mode, decides whether `err` (a whole batch call failing) means the store
+    /// refuses PartiQL; if so, deletes `keys` one by one and returns their outcomes. A run of
+    /// 5xx answers only counts once a `DeleteItem` gets an answer: a store that is down for
+    /// both must not switch modes.
+    async fn maybe_fall_back(
+        &self,
+        err: &StoreError,
+        keys: &[ItemKey],
+        window: DueWindow,
+    ) -> Option<Vec<Result<DeleteOutcome, StoreError>>> {
+        if self.mode != DeleteMode::Auto {
+            return None;
+        }
+        let refused = match err.class {
+            ErrorClass::Fatal => true,
+            ErrorClass::Transient if is_server_error(err) => {
+                self.batch_5xx.fetch_add(1, Ordering::Relaxed) + 1 >= BATCH_5XX_BEFORE_PROBE
+            }
+            _ => false,
+        };
+        if !refused {
+            return None;
+        }
+        let singles = self.delete_each(keys, window).await;
+        let single_works = singles.iter().any(|r| r.is_ok());
+        if err.class == ErrorClass::Fatal && !single_works {
+            // DeleteItem fails too: the trouble is not PartiQL; report it as it is.
+            return Some(singles);
+        }
+        if single_works && !self.fallen_back.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                error = %err,
+                "the store refuses PartiQL batch deletes; deleting one item per DeleteItem from now on"
+            );
+            metrics::counter!(precise_ttl_engine::metrics::DELETE_MODE_FALLBACKS).increment(1);
+        }
+        Some(singles)
+    }
+}
+
+/// Whether a transient error came from the service answering 5xx (not a lost connection).
+fn is_server_error(err: &StoreError) -> bool {
+    let text = err.message.as_str();
+    text.contains("InternalServerError")
+        || text.contains("ServiceUnavailable")
+        || text.contains("InternalFailure")
 }
 
 #[cfg(test)]

@@ -28,6 +28,9 @@ pub const CAPACITY_UNITS: &str = "precise_ttl_capacity_centiunits_total";
 /// The adaptive limit on delete requests in flight.
 pub const CONCURRENCY_LIMIT: &str = "precise_ttl_concurrency_limit";
 
+/// Times the store refused PartiQL batches and `auto` delete mode fell back to one
+/// `DeleteItem` per item (for good: at most once per process).
+pub const DELETE_MODE_FALLBACKS: &str = "precise_ttl_delete_mode_fallbacks_total";
 /// Shard leases this worker holds and reads.
 pub const LEASES_HELD: &str = "precise_ttl_leases_held";
 /// Lease changes of this worker, labelled `change` = `acquired` (free or expired), `stolen`
@@ -72,6 +75,10 @@ pub fn describe() {
         "How far the overall watermark trails the clock"
     );
     describe_gauge!(LEASES_HELD, "Shard leases this worker holds and reads");
+    describe_counter!(
+        DELETE_MODE_FALLBACKS,
+        "Falls back from PartiQL batches to DeleteItem after the store refused PartiQL"
+    );
     describe_counter!(
         LEASE_CHANGES,
         "Lease changes of this worker: acquired, stolen, lost, released"

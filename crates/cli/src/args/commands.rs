@@ -269,8 +269,9 @@ pub struct RunArgs {
     pub retries: Retries,
 
     /// How deletes are sent: PartiQL batches of up to 25 conditional DELETEs when several items
-    /// are due at once (one alone otherwise), or one DeleteItem per item
-    #[arg(long, env = "PRECISE_TTL_DELETE_MODE", default_value = "batch")]
+    /// are due at once (one alone otherwise), or one DeleteItem per item; auto batches and
+    /// falls back to DeleteItem for good, saying so once, when the store refuses PartiQL
+    #[arg(long, env = "PRECISE_TTL_DELETE_MODE", default_value = "auto")]
     pub delete_mode: DeleteModeArg,
 
     #[command(flatten)]
@@ -288,8 +289,25 @@ pub struct RunArgs {
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum DeleteModeArg {
+    /// One conditional DeleteItem per item (needs dynamodb:DeleteItem)
     Single,
+    /// PartiQL batches only (needs dynamodb:PartiQLDelete); a store that refuses them stops the
+    /// daemon
     Batch,
+    /// Batches, and DeleteItem for good once the store refuses PartiQL (access denied, no
+    /// PartiQL support)
+    Auto,
+}
+
+impl DeleteModeArg {
+    pub fn mode(self) -> precise_ttl_dynamodb::DeleteMode {
+        use precise_ttl_dynamodb::DeleteMode;
+        match self {
+            DeleteModeArg::Single => DeleteMode::Single,
+            DeleteModeArg::Batch => DeleteMode::Batch,
+            DeleteModeArg::Auto => DeleteMode::Auto,
+        }
+    }
 }
 
 #[derive(Debug, Args)]

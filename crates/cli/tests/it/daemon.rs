@@ -426,3 +426,51 @@ async fn a_daemon_started_during_an_outage_waits_for_the_store_and_then_deletes(
     crate::support::terminate(&child);
     assert!(child.wait().unwrap().success());
 }
+
+/// A role with `dynamodb:DeleteItem` but not `dynamodb:PartiQLDelete`: `auto` (the default)
+/// falls back to DeleteItem and says so once; `batch` stops with the store's refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_delete_mode_falls_back_to_delete_item_when_partiql_is_refused() {
+    let table = table_with_index().await;
+    let put_due = |prefix: &'static str| {
+        let table = &table;
+        async move {
+            for i in 0..40 {
+                table
+                    .put(item(
+                        &format!("{prefix}-{i}"),
+                        &[("ttl", at(-1_000)), ("ttl_shard", n(i % 4))],
+                    ))
+                    .await;
+            }
+        }
+    };
+    put_due("due").await;
+    let proxy = crate::proxy::FaultProxy::start(crate::support::endpoint()).await;
+    proxy.set(crate::proxy::Faults {
+        refuse_partiql: true,
+        ..Default::default()
+    });
+    let run = |mode: &str| {
+        precise_ttl()
+            .args(["run", "--table", &table.name, "--endpoint-url", &proxy.url])
+            .args(["--delete-mode", mode, "--for", "4s", "--no-leases"])
+            .output()
+            .unwrap()
+    };
+    let out = run("auto");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(table.count().await, 0, "every due item deleted");
+    assert_eq!(
+        stderr.matches("refuses PartiQL").count(),
+        1,
+        "said once: {stderr}"
+    );
+
+    put_due("again").await;
+    let out = run("batch");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "batch is strict");
+    assert!(stderr.contains("AccessDeniedException"), "{stderr}");
+}

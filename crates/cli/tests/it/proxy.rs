@@ -22,6 +22,9 @@ pub struct Faults {
     pub unprocessed: u32,
     /// Every connection is dropped at once, as if the endpoint were unreachable.
     pub down: bool,
+    /// Every `BatchExecuteStatement` is refused with `AccessDeniedException`, as for a role
+    /// that may `DeleteItem` but not `PartiQLDelete`.
+    pub refuse_partiql: bool,
 }
 
 #[derive(Default)]
@@ -32,6 +35,7 @@ pub struct State {
     reset: AtomicU32,
     unprocessed: AtomicU32,
     down: AtomicBool,
+    refuse_partiql: AtomicBool,
     pub unprocessed_statements: AtomicU64,
     pub injected: AtomicU64,
     pub forwarded: AtomicU64,
@@ -85,6 +89,9 @@ pub fn set(state: &State, f: Faults) {
     state.reset.store(f.reset, Ordering::SeqCst);
     state.unprocessed.store(f.unprocessed, Ordering::SeqCst);
     state.down.store(f.down, Ordering::SeqCst);
+    state
+        .refuse_partiql
+        .store(f.refuse_partiql, Ordering::SeqCst);
 }
 
 /// Reads one HTTP/1.1 message (head and Content-Length body); `None` at end of stream.
@@ -140,6 +147,15 @@ async fn serve(mut client: TcpStream, upstream: &str, state: &State) -> std::io:
         };
         if state.down.load(Ordering::SeqCst) {
             return Ok(());
+        }
+        if state.refuse_partiql.load(Ordering::SeqCst)
+            && target(&request).ends_with("BatchExecuteStatement")
+        {
+            state.injected.fetch_add(1, Ordering::Relaxed);
+            client
+                .write_all(&error_response("400 Bad Request", "AccessDeniedException"))
+                .await?;
+            continue;
         }
         let roll = fastrand::u32(0..1000);
         let t = state.throttle.load(Ordering::SeqCst);
