@@ -82,12 +82,15 @@ pub fn target(total: usize, workers: usize) -> usize {
 /// target takes free and expired leases up to it; finding none, it steals one lease from the
 /// most loaded worker if that one holds more than the target, or holds the target while `me`
 /// holds two or more fewer (KCL's rule: it converges to shares of ⌈n/w⌉ and ⌊n/w⌋ and stops).
+/// Which of the victim's leases is stolen follows `draw` (any random number): always picking
+/// the same one can lose every race with the victim's renewal of it, heartbeat after heartbeat.
 pub fn plan<I>(
     records: &[LeaseRecord],
     view: &LeaseView<I>,
     me: &str,
     now: I,
     duration: Duration,
+    draw: u64,
 ) -> Moves
 where
     I: Copy + Ord + Sub<I, Output = Duration>,
@@ -123,11 +126,13 @@ where
         return moves;
     };
     if most > target || (most == target && mine + 1 < target) {
-        moves.steal = records
+        let theirs: Vec<&LeaseRecord> = records
             .iter()
             .filter(|r| r.owner.as_deref() == Some(victim))
-            .max_by(|a, b| a.key.cmp(&b.key))
-            .cloned();
+            .collect();
+        if !theirs.is_empty() {
+            moves.steal = Some(theirs[(draw % theirs.len() as u64) as usize].clone());
+        }
     }
     moves
 }
@@ -176,7 +181,7 @@ mod tests {
     fn a_lone_worker_takes_every_free_lease() {
         let records: Vec<_> = (0..4).map(|i| lease(&format!("s{i}"), None, 0)).collect();
         let view = LeaseView::new();
-        let moves = plan(&records, &view, "me", Ms(0), LEASE);
+        let moves = plan(&records, &view, "me", Ms(0), LEASE, 0);
         assert_eq!(moves.take.len(), 4);
         assert_eq!(moves.steal, None);
     }
@@ -188,11 +193,11 @@ mod tests {
             .collect();
         let mut view = LeaseView::new();
         view.observe(&records, Ms(0));
-        let early = plan(&records, &view, "me", Ms(9_000), LEASE);
+        let early = plan(&records, &view, "me", Ms(9_000), LEASE, 0);
         // A live worker holds all four: "me" may steal one (4 > target 2), nothing more.
         assert!(early.take.is_empty());
         assert!(early.steal.is_some());
-        let late = plan(&records, &view, "me", Ms(10_000), LEASE);
+        let late = plan(&records, &view, "me", Ms(10_000), LEASE, 0);
         assert_eq!(
             late.take.len(),
             4,
@@ -212,7 +217,7 @@ mod tests {
         let mut view = LeaseView::new();
         view.observe(&records, Ms(0));
         for me in ["a", "b", "c"] {
-            assert_eq!(plan(&records, &view, me, Ms(1), LEASE), Moves::default());
+            assert_eq!(plan(&records, &view, me, Ms(1), LEASE, 0), Moves::default());
         }
     }
 
@@ -228,7 +233,14 @@ mod tests {
             let now = Ms(round as u64 * 1_000);
             for (w, me) in names.iter().enumerate() {
                 views[w].observe(&table, now);
-                let moves = plan(&table, &views[w], me, now, LEASE);
+                let moves = plan(
+                    &table,
+                    &views[w],
+                    me,
+                    now,
+                    LEASE,
+                    round as u64 * 7 + w as u64,
+                );
                 for r in table.iter_mut() {
                     if r.owner.as_deref() == Some(me.as_str()) {
                         r.counter += 1; // renew

@@ -132,13 +132,20 @@ impl<S: LeaseStore> Leases<S> {
     /// once instead of after a lease duration.
     pub async fn run(&self, stop: impl Future<Output = ()>) -> Result<(), StoreError> {
         self.store.ensure(&self.keys).await?;
-        let mut tick = tokio::time::interval(self.config.heartbeat);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(stop);
+        let mut first = true;
         loop {
+            // ±10 % jitter: workers started together must not beat in lockstep, or a steal can
+            // lose the same race with the victim's renewal at every heartbeat.
+            let pause = if first {
+                Duration::ZERO
+            } else {
+                self.config.heartbeat.mul_f64(0.9 + 0.2 * fastrand::f64())
+            };
+            first = false;
             tokio::select! {
                 _ = &mut stop => return Ok(()),
-                _ = tick.tick() => {}
+                _ = tokio::time::sleep(pause) => {}
             }
             // A store that hangs must not keep a stale lease in use: a heartbeat gets one
             // interval, then the staleness check runs regardless.
@@ -202,7 +209,14 @@ impl<S: LeaseStore> Leases<S> {
                 })
                 .cloned()
                 .collect();
-            let moves = plan(&records, &state.view, me, now, self.config.duration);
+            let moves = plan(
+                &records,
+                &state.view,
+                me,
+                now,
+                self.config.duration,
+                fastrand::u64(..),
+            );
             (moves, orphans)
         };
         let stealing = moves.steal.iter().map(|r| (r, true));

@@ -104,7 +104,8 @@ async fn leases_split_fail_over_and_hand_over_through_the_lease_table() {
     let taken = cut.elapsed();
     assert!(dropped < taken, "dropped {dropped:?}, taken {taken:?}");
     assert!(
-        taken >= LEASE - LEASE / 3,
+        // A full lease after a's last renewal, at most one heartbeat (+10 % jitter) before the cut.
+        taken >= LEASE - (LEASE / 3).mul_f64(1.1),
         "taken {taken:?}: before a full lease duration without renewal"
     );
 
@@ -164,7 +165,7 @@ async fn two_run_processes_split_a_table_and_one_takes_over_from_a_killed_one() 
     let started = Instant::now();
     while !(held(&a_url) == Some(8.0) && held(&b_url) == Some(8.0)) {
         assert!(
-            started.elapsed() < Duration::from_secs(30),
+            started.elapsed() < Duration::from_secs(60),
             "no even split: a {:?}, b {:?}\n{}",
             held(&a_url),
             held(&b_url),
