@@ -211,19 +211,8 @@ async fn serve_and_run<S: ExpiryStore>(
         "precise-ttl run: table {table:?}, {what}, poll every {:?}, read ahead {:?}{where_metrics}",
         args.poll_interval, args.horizon
     );
-    let (stop_beating, beating_stopped) = tokio::sync::oneshot::channel::<()>();
-    let (lease_failed, lease_failure) = tokio::sync::oneshot::channel();
-    let beating = leases.clone().map(|l| {
-        tokio::spawn(async move {
-            let stopped = async {
-                let _ = beating_stopped.await;
-            };
-            if let Err(e) = l.run(stopped).await {
-                tracing::error!(error = %e, "the lease table failed; stopping");
-                let _ = lease_failed.send(e);
-            }
-        })
-    });
+    let mut beating = leases.map(|l| l.start());
+    let lease_failure = beating.as_mut().and_then(|b| b.failure());
     let run_for = args.run_for;
     let shutdown = async move {
         tokio::select! {
@@ -236,16 +225,17 @@ async fn serve_and_run<S: ExpiryStore>(
             } => {}
             // A lease table that vanished or refuses access stops the worker, as a fatal store
             // error does.
-            Ok(_) = lease_failure => {}
+            Some(Ok(_)) = async {
+                match lease_failure {
+                    Some(failure) => Some(failure.await),
+                    None => std::future::pending().await,
+                }
+            } => {}
         }
     };
     let report = daemon.run(shutdown).await;
-    let _ = stop_beating.send(());
     if let Some(beating) = beating {
-        let _ = beating.await;
-    }
-    if let Some(l) = &leases {
-        l.release_all().await;
+        beating.stop().await;
     }
     Ok(report?)
 }

@@ -345,8 +345,13 @@ impl<P: IndexPartition> ExpiryStore for DynamoStore<P> {
             .await;
         match result {
             Err(e) => {
+                // The service answered 5xx, as opposed to a connection that failed.
+                let server_error = e
+                    .raw_response()
+                    .is_some_and(|r| r.status().is_server_error());
                 let err = store_error("BatchExecuteStatement", e);
-                if let Some(singles) = self.maybe_fall_back(&err, keys, window).await {
+                if let Some(singles) = self.maybe_fall_back(&err, server_error, keys, window).await
+                {
                     return singles;
                 }
                 keys.iter()
@@ -423,6 +428,7 @@ impl<P: IndexPartition> DynamoStore<P> {
     async fn maybe_fall_back(
         &self,
         err: &StoreError,
+        server_error: bool,
         keys: &[ItemKey],
         window: DueWindow,
     ) -> Option<Vec<Result<DeleteOutcome, StoreError>>> {
@@ -431,7 +437,7 @@ impl<P: IndexPartition> DynamoStore<P> {
         }
         let refused = match err.class {
             ErrorClass::Fatal => true,
-            ErrorClass::Transient if is_server_error(err) => {
+            ErrorClass::Transient if server_error => {
                 self.batch_5xx.fetch_add(1, Ordering::Relaxed) + 1 >= BATCH_5XX_BEFORE_PROBE
             }
             _ => false,
@@ -454,14 +460,6 @@ impl<P: IndexPartition> DynamoStore<P> {
         }
         Some(singles)
     }
-}
-
-/// Whether a transient error came from the service answering 5xx (not a lost connection).
-fn is_server_error(err: &StoreError) -> bool {
-    let text = err.message.as_str();
-    text.contains("InternalServerError")
-        || text.contains("ServiceUnavailable")
-        || text.contains("InternalFailure")
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
 /// The lease table, through conditional writes only.
@@ -289,6 +289,30 @@ impl<S: LeaseStore> Leases<S> {
         });
     }
 
+    /// Beats in a task of its own until [`Beating::stop`].
+    pub fn start(self: Arc<Self>) -> Beating<S> {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let (failed, failure) = oneshot::channel();
+        let task = tokio::spawn({
+            let leases = Arc::clone(&self);
+            async move {
+                let stopped = async {
+                    let _ = stopped.await;
+                };
+                if let Err(e) = leases.run(stopped).await {
+                    tracing::error!(error = %e, "the lease table failed; stopping");
+                    let _ = failed.send(e);
+                }
+            }
+        });
+        Beating {
+            leases: self,
+            stop: Some(stop),
+            failure: Some(failure),
+            task,
+        }
+    }
+
     /// Releases every held lease (conditional on this worker's counter), so another worker may
     /// take it at its next heartbeat.
     pub async fn release_all(&self) {
@@ -306,5 +330,36 @@ impl<S: LeaseStore> Leases<S> {
                 }
             }
         }
+    }
+}
+
+/// A worker's leases beating in their own task. Dropped, it stops beating without releasing
+/// anything, as a crash would: the leases expire for others to take.
+#[derive(Debug)]
+pub struct Beating<S: LeaseStore> {
+    leases: Arc<Leases<S>>,
+    stop: Option<oneshot::Sender<()>>,
+    failure: Option<oneshot::Receiver<StoreError>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl<S: LeaseStore> Beating<S> {
+    pub fn leases(&self) -> &Arc<Leases<S>> {
+        &self.leases
+    }
+
+    /// Resolves with the error if the heartbeats stop on their own (a fatal lease-table
+    /// error); `None` the second time it is asked for.
+    pub fn failure(&mut self) -> Option<oneshot::Receiver<StoreError>> {
+        self.failure.take()
+    }
+
+    /// Stops beating, then releases every lease: call it once the deletes in flight are done.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.task).await;
+        self.leases.release_all().await;
     }
 }

@@ -668,9 +668,8 @@ mod windows {
 /// Shard leases on paused time: acquire, renew, expire, steal, release, lost renewal.
 mod leases {
     use super::*;
-    use precise_ttl_engine::lease::{LeaseConfig, Leases};
+    use precise_ttl_engine::lease::{Beating, LeaseConfig, Leases};
     use precise_ttl_engine::lease_memory::{MemoryLeaseTable, MemoryLeases};
-    use tokio::sync::oneshot;
     use tokio::time::Instant;
 
     const LEASE: Duration = Duration::from_secs(10);
@@ -689,8 +688,7 @@ mod leases {
     struct Worker {
         leases: Arc<Leases<MemoryLeases>>,
         store: Arc<MemoryLeases>,
-        stop: Option<oneshot::Sender<()>>,
-        task: tokio::task::JoinHandle<()>,
+        beating: Beating<MemoryLeases>,
     }
 
     impl Worker {
@@ -701,24 +699,10 @@ mod leases {
                 keys(n),
                 LeaseConfig::new(name, LEASE),
             ));
-            let (stop, stopped) = oneshot::channel::<()>();
-            let task = tokio::spawn({
-                let leases = Arc::clone(&leases);
-                async move {
-                    leases
-                        .run(async {
-                            let _ = stopped.await;
-                        })
-                        .await
-                        .unwrap();
-                    leases.release_all().await;
-                }
-            });
             Worker {
+                beating: Arc::clone(&leases).start(),
                 leases,
                 store,
-                stop: Some(stop),
-                task,
             }
         }
 
@@ -727,14 +711,13 @@ mod leases {
         }
 
         /// SIGTERM: stop beating and release.
-        async fn stop(mut self) {
-            let _ = self.stop.take().unwrap().send(());
-            self.task.await.unwrap();
+        async fn stop(self) {
+            self.beating.stop().await;
         }
 
         /// SIGKILL: nothing released.
         fn kill(self) {
-            self.task.abort();
+            drop(self.beating);
         }
     }
 
@@ -897,26 +880,15 @@ mod fleet {
         .with_ownership(leases.usable());
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            let (leases_stop, leases_stopped) = oneshot::channel::<()>();
-            let beating = {
-                let leases = Arc::clone(&leases);
-                tokio::spawn(async move {
-                    let _ = leases
-                        .run(async {
-                            let _ = leases_stopped.await;
-                        })
-                        .await;
-                })
-            };
+            // Dropped with this task when it is aborted: beating stops, nothing is released.
+            let beating = leases.start();
             let report = daemon
                 .run(async {
                     let _ = stopped.await;
                 })
                 .await
                 .unwrap();
-            let _ = leases_stop.send(());
-            let _ = beating.await;
-            leases.release_all().await;
+            beating.stop().await;
             report
         });
         (stop, task)

@@ -3,17 +3,15 @@
 
 use crate::support::{dynamo, endpoint};
 use precise_ttl_dynamodb::{AdapterError, Dynamo, LeaseTable, create_lease_table};
-use precise_ttl_engine::lease::{LeaseConfig, Leases};
+use precise_ttl_engine::lease::{Beating, LeaseConfig, Leases};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
 
 const LEASE: Duration = Duration::from_secs(2);
 
 struct Worker {
     leases: Arc<Leases<LeaseTable>>,
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
+    beating: Beating<LeaseTable>,
 }
 
 impl Worker {
@@ -27,22 +25,9 @@ impl Worker {
             keys,
             LeaseConfig::new(name, LEASE),
         ));
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn({
-            let leases = Arc::clone(&leases);
-            async move {
-                let _ = leases
-                    .run(async {
-                        let _ = stopped.await;
-                    })
-                    .await;
-                leases.release_all().await;
-            }
-        });
         Worker {
+            beating: Arc::clone(&leases).start(),
             leases,
-            stop: Some(stop),
-            task,
         }
     }
 
@@ -50,9 +35,8 @@ impl Worker {
         self.leases.usable().borrow().len()
     }
 
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.task.await.unwrap();
+    async fn stop(self) {
+        self.beating.stop().await;
     }
 }
 
