@@ -237,7 +237,12 @@ async fn two_daemons_on_one_table_share_the_work_safely() {
         &table,
         &plan,
         endpoint(),
-        &[&[], &["--delete-mode", "single"]],
+        // Uncoordinated on purpose: the conditional deletes alone must keep two deleters safe
+        // (the lease split has its own tests).
+        &[
+            &["--no-leases"],
+            &["--delete-mode", "single", "--no-leases"],
+        ],
         Duration::from_secs(60),
     )
     .await;
