@@ -38,6 +38,12 @@ pub const LEASES_HELD: &str = "precise_ttl_leases_held";
 /// `released` (on shutdown).
 pub const LEASE_CHANGES: &str = "precise_ttl_lease_changes_total";
 
+/// How far this host's clock is ahead of the store's, at most (an upper bound from the `Date`
+/// headers of its answers, 1 s resolution combined over many); deletes are held back by it.
+pub const CLOCK_LEAD: &str = "precise_ttl_clock_lead_seconds";
+/// The store's clock minus this host's: the middle of the interval the `Date` headers allow.
+pub const CLOCK_OFFSET: &str = "precise_ttl_clock_offset_seconds";
+
 /// Histogram buckets for [`LAG_SECONDS`], dense where the product's promise lies (≤ 100 ms).
 pub const LAG_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0, 600.0,
@@ -82,6 +88,16 @@ pub fn describe() {
     describe_counter!(
         LEASE_CHANGES,
         "Lease changes of this worker: acquired, stolen, lost, released"
+    );
+    describe_gauge!(
+        CLOCK_LEAD,
+        Unit::Seconds,
+        "Upper bound of this host's clock lead over the store's; deletes are held back by it"
+    );
+    describe_gauge!(
+        CLOCK_OFFSET,
+        Unit::Seconds,
+        "Estimated store clock minus this host's clock"
     );
     describe_gauge!(
         CONCURRENCY_LIMIT,
