@@ -60,7 +60,8 @@ where
     use precise_ttl_core::{Backoff, ErrorClass};
     let backoff = Backoff {
         base: std::time::Duration::from_millis(200),
-        cap: std::time::Duration::from_secs(5),
+        // At most a second between attempts: a store that comes back is used within a second.
+        cap: std::time::Duration::from_secs(1),
         max_attempts: u32::MAX,
     };
     let mut failures = 0u32;

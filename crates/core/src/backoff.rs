@@ -20,7 +20,10 @@ impl Default for Backoff {
     fn default() -> Self {
         Backoff {
             base: Duration::from_millis(25),
-            cap: Duration::from_secs(5),
+            // Precision is the product: after an outage the store must be asked again within a
+            // second of coming back, not after a sleep that grew through the outage. Throttling
+            // is answered by the AIMD limit, not by long sleeps.
+            cap: Duration::from_secs(1),
             max_attempts: 10,
         }
     }

@@ -18,6 +18,13 @@ use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
+/// Retries of the lease table while it is unreachable: at most a second apart.
+const RETRY: precise_ttl_core::Backoff = precise_ttl_core::Backoff {
+    base: Duration::from_millis(100),
+    cap: Duration::from_secs(1),
+    max_attempts: u32::MAX,
+};
+
 /// The lease table, through conditional writes only.
 pub trait LeaseStore: Send + Sync + 'static {
     /// Creates each lease of `keys` that does not exist yet, unowned with counter 0.
@@ -131,35 +138,59 @@ impl<S: LeaseStore> Leases<S> {
     /// [`Leases::release_all`] afterwards (once in-flight deletes have drained) to hand over at
     /// once instead of after a lease duration.
     pub async fn run(&self, stop: impl Future<Output = ()>) -> Result<(), StoreError> {
-        self.store.ensure(&self.keys).await?;
         tokio::pin!(stop);
+        // A store down at start is waited for (the daemon rides it out too); only a fatal
+        // answer (no lease table, access denied) ends the worker.
+        let mut failures = 0;
+        loop {
+            match self.store.ensure(&self.keys).await {
+                Ok(()) => break,
+                Err(e) if e.class == precise_ttl_core::ErrorClass::Fatal => return Err(e),
+                Err(e) => {
+                    failures += 1;
+                    tracing::warn!(error = %e, "cannot reach the lease table; trying again");
+                }
+            }
+            tokio::select! {
+                _ = &mut stop => return Ok(()),
+                _ = tokio::time::sleep(RETRY.delay(failures, fastrand::f64())) => {}
+            }
+        }
+        let mut failures = 0;
         let mut first = true;
         loop {
             // ±10 % jitter: workers started together must not beat in lockstep, or a steal can
-            // lose the same race with the victim's renewal at every heartbeat.
-            let pause = if first {
-                Duration::ZERO
-            } else {
-                self.config.heartbeat.mul_f64(0.9 + 0.2 * fastrand::f64())
+            // lose the same race with the victim's renewal at every heartbeat. After a failed
+            // heartbeat the next comes within a second: a store back from an outage must give
+            // the worker its leases again at once, not a heartbeat later.
+            let pause = match failures {
+                _ if first => Duration::ZERO,
+                0 => self.config.heartbeat.mul_f64(0.9 + 0.2 * fastrand::f64()),
+                n => RETRY.delay(n, fastrand::f64()).min(self.config.heartbeat),
             };
-            first = false;
             tokio::select! {
                 _ = &mut stop => return Ok(()),
                 _ = tokio::time::sleep(pause) => {}
             }
+            first = false;
             // A store that hangs must not keep a stale lease in use: a heartbeat gets one
             // interval, then the staleness check runs regardless.
-            match tokio::time::timeout(self.config.heartbeat, self.heartbeat()).await {
+            failures = match tokio::time::timeout(self.config.heartbeat, self.heartbeat()).await {
                 Ok(Err(e)) if e.class == precise_ttl_core::ErrorClass::Fatal => return Err(e),
-                Ok(Err(e)) => tracing::warn!(error = %e, "lease heartbeat failed; trying again"),
-                Err(_) => tracing::warn!("lease heartbeat timed out; trying again"),
-                Ok(Ok(())) => {}
-            }
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "lease heartbeat failed; trying again");
+                    failures + 1
+                }
+                Err(_) => {
+                    tracing::warn!("lease heartbeat timed out; trying again");
+                    failures + 1
+                }
+                Ok(Ok(())) => 0,
+            };
             self.drop_stale(Instant::now());
         }
     }
 
-    /// One heartbeat: read, renew, take, steal, publish.
     pub async fn heartbeat(&self) -> Result<(), StoreError> {
         let me = self.config.worker.as_str();
         let mut records = self.store.list(&self.keys).await?;

@@ -832,6 +832,38 @@ mod leases {
             w.stop().await;
         }
     }
+
+    /// After an outage longer than half a lease, a worker alone on its leases has dropped
+    /// them; the store back, it takes them again within a second (a retry step), not at the
+    /// next full heartbeat, and not before it starts (a store down at start is waited for).
+    #[tokio::test(start_paused = true)]
+    async fn after_an_outage_the_leases_come_back_within_a_second_of_the_store() {
+        let table = MemoryLeaseTable::new();
+        let store = Arc::new(MemoryLeases::new(&table));
+        store.set_down(true);
+        let leases = Arc::new(Leases::new(
+            Arc::clone(&store),
+            keys(4),
+            LeaseConfig::new("a", LEASE),
+        ));
+        let beating = Arc::clone(&leases).start();
+        tokio::time::sleep(LEASE).await;
+        assert_eq!(leases.usable().borrow().len(), 0, "nothing while down");
+        store.set_down(false);
+        let back = until(|| leases.usable().borrow().len() == 4).await;
+        assert!(back <= Duration::from_millis(1100), "at start: {back:?}");
+
+        store.set_down(true);
+        until(|| leases.usable().borrow().is_empty()).await;
+        tokio::time::sleep(LEASE * 2).await;
+        store.set_down(false);
+        let back = until(|| leases.usable().borrow().len() == 4).await;
+        assert!(
+            back <= Duration::from_millis(1100),
+            "after the outage: {back:?}"
+        );
+        beating.stop().await;
+    }
 }
 
 /// Two daemons sharing one table through leases, on paused time.

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 /// Chaos scenarios run one at a time: several debug-build daemons and DynamoDB Local on two
 /// cores would measure the machine, not the sweeper.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn full() -> bool {
     std::env::var_os("PRECISE_TTL_CHAOS_FULL").is_some()

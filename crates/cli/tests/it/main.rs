@@ -10,6 +10,7 @@ mod daemon;
 mod leases;
 mod proxy;
 mod read;
+mod recovery;
 mod setup;
 mod support;
 mod sweep;
