@@ -178,7 +178,7 @@ pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
     };
     let daemon = Daemon::new(
         Arc::new(store),
-        Arc::new(SystemClock),
+        dynamo.store_clock.clone(),
         Arc::new(layout.shards),
         config,
     )

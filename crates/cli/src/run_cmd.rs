@@ -63,7 +63,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
             let what = format!("{} shards", layout.shards);
             let shards: SharedPartitioning<_> = Arc::new(layout.shards);
             let store = Arc::new(store.with_delete_mode(mode));
-            let daemon = Daemon::new(store, Arc::new(SystemClock), shards, config)
+            let daemon = Daemon::new(store, dynamo.store_clock.clone(), shards, config)
                 .with_handle(handle.clone());
             serve_and_run(daemon, args, table, &what, &where_metrics, leases).await?
         }
@@ -102,7 +102,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
             };
             let daemon = Daemon::new(
                 Arc::new(store),
-                Arc::new(SystemClock),
+                dynamo.store_clock.clone(),
                 blog.partitioning(),
                 config,
             )
@@ -195,8 +195,8 @@ async fn fleet<P: Partitioning + ?Sized>(
 
 /// Prints the start line and runs until a signal, `--for`, or a fatal error; with leases,
 /// beats alongside and releases them once the deletes in flight have drained.
-async fn serve_and_run<S: ExpiryStore>(
-    daemon: Daemon<S, SystemClock>,
+async fn serve_and_run<S: ExpiryStore, C: Clock>(
+    daemon: Daemon<S, C>,
     args: &RunArgs,
     table: &str,
     what: &str,

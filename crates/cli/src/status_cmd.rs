@@ -6,7 +6,7 @@ use crate::wiring::Outcome;
 use precise_ttl_core::Timestamp;
 use precise_ttl_dynamodb::status::shard_status;
 use precise_ttl_dynamodb::{AdapterError, DynamoStore, LeaseTable, StoredLease, TableShape};
-use precise_ttl_engine::{Clock, SystemClock};
+use precise_ttl_engine::Clock;
 use std::collections::BTreeMap;
 
 pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> {
@@ -16,7 +16,9 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
     // Same checks as the sweeper: a clear error for a missing table or index.
     DynamoStore::open(dynamo.clone(), table, layout.clone()).await?;
     let shape = TableShape::require(&dynamo, table).await?;
-    let now = SystemClock.now();
+    // Due by the store's clock: this host's, held back by any lead its answers revealed.
+    let clock = dynamo.store_clock.clone();
+    let now = clock.now();
     let mut shards = Vec::new();
     for shard in layout.shards.all() {
         shards.push(shard_status(&dynamo, table, &layout, shard, now).await?);
@@ -53,9 +55,15 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
     let watermark = shards.iter().map(|s| s.watermark(now)).min().unwrap_or(now);
     let due: u64 = shards.iter().map(|s| s.due).sum();
     let age = |t: Timestamp| now.millis_since(t) as f64 / 1000.0;
+    let offset = clock.offset_ms().map(|ms| ms as f64 / 1000.0);
+    let lead = clock.lead().as_secs_f64();
     if args.json {
         let json = serde_json::json!({
             "table": table,
+            "clock": {
+                "store_offset_lower_bound_seconds": offset,
+                "host_lead_seconds": lead,
+            },
             "key": shape.describe_key(),
             "now": now.as_secs_f64(),
             "due": due,
@@ -121,6 +129,15 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
                 .map(|(w, n)| format!("{w} ({n} shards)"))
                 .collect::<Vec<_>>()
                 .join(", ")
+        ),
+    }
+    match offset {
+        None => println!("clock: the store's answers were not dated; this host's clock is used"),
+        Some(_) if lead >= 1.0 => println!(
+            "clock: this host's clock is up to {lead:.3} s ahead of the store's (by the Date headers of its answers); run holds deletes back by that: fix the host's time sync"
+        ),
+        Some(o) => println!(
+            "clock: no lead over the store beyond the 1 s resolution of its Date headers (store − host ≥ {o:+.3} s)"
         ),
     }
     println!(

@@ -4,7 +4,7 @@ use crate::args::{Global, SweepArgs};
 use crate::wiring::Outcome;
 use precise_ttl_core::Backoff;
 use precise_ttl_dynamodb::{BlogWindows, DynamoStore};
-use precise_ttl_engine::{Clock, SweepConfig, Sweeper, SystemClock};
+use precise_ttl_engine::{Clock, SweepConfig, Sweeper};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -24,10 +24,11 @@ pub async fn run(global: &Global, args: &SweepArgs) -> anyhow::Result<Outcome> {
     if args.blog.index_layout == crate::args::IndexLayout::BlogWindow {
         let options = args.blog.options()?;
         let dynamo = crate::wiring::connect(global).await?;
-        let blog = BlogWindows::open(dynamo, table, &layout, &options, SystemClock.now()).await?;
+        let clock = dynamo.store_clock.clone();
+        let blog = BlogWindows::open(dynamo, table, &layout, &options, clock.now()).await?;
         let first_window = blog.first_window();
         let started = Instant::now();
-        let (r, swept_until) = blog.sweep_once(Arc::new(SystemClock), config).await?;
+        let (r, swept_until) = blog.sweep_once(clock, config).await?;
         let until = swept_until.map_or("not advanced".to_string(), |t| t.to_string());
         if args.json {
             println!(
@@ -61,17 +62,13 @@ pub async fn run(global: &Global, args: &SweepArgs) -> anyhow::Result<Outcome> {
         });
     }
     let dynamo = crate::wiring::connect(global).await?;
+    let clock = dynamo.store_clock.clone();
     let store = DynamoStore::open(dynamo, table, layout.clone()).await?;
     config.probe_strays = true;
     let started = Instant::now();
-    let report = Sweeper::new(
-        Arc::new(store),
-        Arc::new(SystemClock),
-        Arc::new(layout.shards),
-        config,
-    )
-    .sweep_once()
-    .await?;
+    let report = Sweeper::new(Arc::new(store), clock, Arc::new(layout.shards), config)
+        .sweep_once()
+        .await?;
     let secs = started.elapsed().as_secs_f64();
     if args.json {
         let json = serde_json::json!({

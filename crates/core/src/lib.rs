@@ -16,6 +16,7 @@ pub mod plan;
 pub mod rate;
 pub mod read_filter;
 pub mod shard;
+pub mod skew;
 pub mod time;
 pub mod watermark;
 pub mod window;

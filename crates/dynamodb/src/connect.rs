@@ -7,6 +7,9 @@
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_dynamodb::config::{Credentials, retry::RetryConfig, timeout::TimeoutConfig};
+use precise_ttl_engine::SystemClock;
+use precise_ttl_engine::skew::ServiceClock;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Where and how to connect. Anything left `None` comes from the standard AWS configuration
@@ -42,6 +45,9 @@ pub struct Dynamo {
     pub streams: aws_sdk_dynamodbstreams::Client,
     /// The endpoint in use, for messages (`None`: the region's AWS endpoint).
     pub endpoint: Option<String>,
+    /// This host's clock held back by its lead over the store's, learnt from the `Date` header
+    /// of every answer of `query` and `write`: the clock deletes must go by.
+    pub store_clock: Arc<ServiceClock<SystemClock>>,
 }
 
 impl Dynamo {
@@ -80,11 +86,20 @@ impl Dynamo {
 
     pub fn from_sdk_config(config: &SdkConfig) -> Dynamo {
         let endpoint = config.endpoint_url().map(str::to_string);
+        let store_clock = Arc::new(ServiceClock::new(Arc::new(SystemClock)));
+        let client = || {
+            aws_sdk_dynamodb::Client::from_conf(
+                aws_sdk_dynamodb::config::Builder::from(config)
+                    .interceptor(crate::store_clock::DateHeader::new(store_clock.clone()))
+                    .build(),
+            )
+        };
         Dynamo {
-            query: aws_sdk_dynamodb::Client::new(config),
-            write: aws_sdk_dynamodb::Client::new(config),
+            query: client(),
+            write: client(),
             streams: aws_sdk_dynamodbstreams::Client::new(config),
             endpoint,
+            store_clock,
         }
     }
 

@@ -18,6 +18,7 @@ pub mod scan;
 pub mod setup;
 pub mod status;
 pub mod store;
+pub mod store_clock;
 pub mod stream;
 pub mod table;
 

@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod observe;
 pub mod partition;
 pub mod retry;
+pub mod skew;
 pub mod store;
 pub mod sweep;
 

@@ -342,8 +342,7 @@ async fn twenty_percent_throttling_on_the_wire_then_prompt_recovery() {
         reset: 5,
         // 10 % of the statements inside batch requests come back unprocessed.
         unprocessed: 100,
-        down: false,
-        refuse_partiql: false,
+        ..Faults::default()
     });
     tokio::time::sleep(Duration::from_millis(4200)).await;
     proxy.set(Faults::default());

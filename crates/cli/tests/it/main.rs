@@ -6,6 +6,7 @@ mod adoption;
 mod adversarial;
 mod chaos;
 mod cli;
+mod clock;
 mod daemon;
 mod leases;
 mod proxy;

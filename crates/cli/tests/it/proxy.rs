@@ -25,6 +25,9 @@ pub struct Faults {
     /// Every `BatchExecuteStatement` is refused with `AccessDeniedException`, as for a role
     /// that may `DeleteItem` but not `PartiQLDelete`.
     pub refuse_partiql: bool,
+    /// Seconds added to the `Date` header of every answer: -5 makes the store's clock look 5 s
+    /// behind this host's, as if this host's clock ran 5 s ahead.
+    pub date_shift_secs: i64,
 }
 
 #[derive(Default)]
@@ -36,6 +39,7 @@ pub struct State {
     unprocessed: AtomicU32,
     down: AtomicBool,
     refuse_partiql: AtomicBool,
+    date_shift_secs: std::sync::atomic::AtomicI64,
     pub unprocessed_statements: AtomicU64,
     pub injected: AtomicU64,
     pub forwarded: AtomicU64,
@@ -92,6 +96,9 @@ pub fn set(state: &State, f: Faults) {
     state
         .refuse_partiql
         .store(f.refuse_partiql, Ordering::SeqCst);
+    state
+        .date_shift_secs
+        .store(f.date_shift_secs, Ordering::SeqCst);
 }
 
 /// Reads one HTTP/1.1 message (head and Content-Length body); `None` at end of stream.
@@ -224,6 +231,10 @@ async fn serve(mut client: TcpStream, upstream: &str, state: &State) -> std::io:
         if !held_back.is_empty() {
             response = splice_unprocessed(&response, &held_back);
         }
+        let shift = state.date_shift_secs.load(Ordering::SeqCst);
+        if shift != 0 {
+            response = shift_date(&response, shift);
+        }
         client.write_all(&response).await?;
     }
 }
@@ -320,4 +331,29 @@ fn splice_unprocessed(response: &[u8], held_back: &[usize]) -> Vec<u8> {
         responses.insert(at, unprocessed_entry());
     }
     with_body(head, json.to_string().as_bytes())
+}
+
+/// The answer with its `Date` header moved by `shift` seconds.
+fn shift_date(response: &[u8], shift: i64) -> Vec<u8> {
+    let (head, body) = split(response);
+    let mut out = Vec::new();
+    for line in String::from_utf8_lossy(head).split("\r\n") {
+        let shifted = line
+            .split_once(':')
+            .filter(|(name, _)| name.eq_ignore_ascii_case("date"))
+            .and_then(|(_, value)| httpdate::parse_http_date(value.trim()).ok())
+            .map(|t| {
+                let moved = if shift < 0 {
+                    t - Duration::from_secs(shift.unsigned_abs())
+                } else {
+                    t + Duration::from_secs(shift as u64)
+                };
+                format!("Date: {}", httpdate::fmt_http_date(moved))
+            });
+        out.extend_from_slice(shifted.as_deref().unwrap_or(line).as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body);
+    out
 }

@@ -22,7 +22,7 @@ fn daemon(table: &str, proxy: &str, worker: &str) -> Child {
 }
 
 /// Keys still in the table, read straight from DynamoDB Local (not through the proxy).
-async fn present(table: &crate::support::TestTable) -> Vec<String> {
+pub(crate) async fn present(table: &crate::support::TestTable) -> Vec<String> {
     let mut keys = Vec::new();
     let mut start = None;
     loop {

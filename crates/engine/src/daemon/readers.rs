@@ -91,13 +91,17 @@ pub(super) async fn head<S: ExpiryStore, C: Clock>(
     // time no read has covered yet, instead of the whole horizon again.
     let near_ahead = config.poll_interval + NEAR_MARGIN;
     let mut far_until: Option<Timestamp> = None;
-    let mut tick = tokio::time::interval(config.poll_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut next_read = Instant::now();
     loop {
         tokio::select! {
             _ = stopped(&mut stop) => return,
-            _ = tick.tick() => {}
+            _ = tokio::time::sleep_until(next_read) => {}
         }
+        // Reads start at most a poll interval apart (a slow read is followed at once), up to
+        // 10 % sooner at random: they then reach the store at every point of its clock's second,
+        // and their answers' `Date` headers bound this host's clock lead to within a few ms
+        // (see `crate::skew`) instead of to the second.
+        next_read = Instant::now() + config.poll_interval.mul_f64(1.0 - 0.1 * fastrand::f64());
         if !shared.owns(lane) {
             far_until = None;
             if !wait_until_owned(&shared, lane, &mut stop).await {
