@@ -435,14 +435,12 @@ impl<P: IndexPartition> DynamoStore<P> {
         if self.mode != DeleteMode::Auto {
             return None;
         }
-        let refused = match err.class {
-            ErrorClass::Fatal => true,
-            ErrorClass::Transient if server_error => {
-                self.batch_5xx.fetch_add(1, Ordering::Relaxed) + 1 >= BATCH_5XX_BEFORE_PROBE
-            }
-            _ => false,
+        let run = if err.class == ErrorClass::Transient && server_error {
+            self.batch_5xx.fetch_add(1, Ordering::Relaxed) + 1
+        } else {
+            0
         };
-        if !refused {
+        if !may_refuse_partiql(err.class, server_error, run) {
             return None;
         }
         let singles = self.delete_each(keys, window).await;
@@ -462,9 +460,38 @@ impl<P: IndexPartition> DynamoStore<P> {
     }
 }
 
+/// Whether a whole batch call's failure may mean the store refuses PartiQL (to be confirmed by a
+/// `DeleteItem` that works): a fatal answer (access denied, validation), or the
+/// [`BATCH_5XX_BEFORE_PROBE`]th 5xx answer in a row (`run` counts them, this one included).
+/// Throttling and failed connections never do.
+fn may_refuse_partiql(class: ErrorClass, server_error: bool, run: u32) -> bool {
+    match class {
+        ErrorClass::Fatal => true,
+        ErrorClass::Transient => server_error && run >= BATCH_5XX_BEFORE_PROBE,
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_mode_suspects_partiql_on_refusals_and_on_a_run_of_5xx_only() {
+        assert!(may_refuse_partiql(ErrorClass::Fatal, false, 0));
+        for run in 1..BATCH_5XX_BEFORE_PROBE {
+            assert!(!may_refuse_partiql(ErrorClass::Transient, true, run));
+        }
+        assert!(may_refuse_partiql(
+            ErrorClass::Transient,
+            true,
+            BATCH_5XX_BEFORE_PROBE
+        ));
+        // A connection that failed is an outage, not a refusal, however long it lasts.
+        assert!(!may_refuse_partiql(ErrorClass::Transient, false, 1_000));
+        assert!(!may_refuse_partiql(ErrorClass::Throttled, true, 1_000));
+        assert!(!may_refuse_partiql(ErrorClass::ConditionFailed, false, 0));
+    }
 
     #[test]
     fn per_statement_batch_errors_are_classified_like_whole_calls() {

@@ -473,4 +473,19 @@ async fn auto_delete_mode_falls_back_to_delete_item_when_partiql_is_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "batch is strict");
     assert!(stderr.contains("AccessDeniedException"), "{stderr}");
+
+    // An implementation without PartiQL, answering 500 to every batch: the same fallback.
+    proxy.set(crate::proxy::Faults {
+        partiql_500: true,
+        ..Default::default()
+    });
+    let out = run("auto");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(table.count().await, 0, "every due item deleted");
+    assert_eq!(
+        stderr.matches("refuses PartiQL").count(),
+        1,
+        "said once: {stderr}"
+    );
 }

@@ -25,6 +25,9 @@ pub struct Faults {
     /// Every `BatchExecuteStatement` is refused with `AccessDeniedException`, as for a role
     /// that may `DeleteItem` but not `PartiQLDelete`.
     pub refuse_partiql: bool,
+    /// Every `BatchExecuteStatement` is answered `500 InternalServerError`, as by a DynamoDB
+    /// implementation without PartiQL.
+    pub partiql_500: bool,
     /// Seconds added to the `Date` header of every answer: -5 makes the store's clock look 5 s
     /// behind this host's, as if this host's clock ran 5 s ahead.
     pub date_shift_secs: i64,
@@ -39,6 +42,7 @@ pub struct State {
     unprocessed: AtomicU32,
     down: AtomicBool,
     refuse_partiql: AtomicBool,
+    partiql_500: AtomicBool,
     date_shift_secs: std::sync::atomic::AtomicI64,
     pub unprocessed_statements: AtomicU64,
     pub injected: AtomicU64,
@@ -96,6 +100,7 @@ pub fn set(state: &State, f: Faults) {
     state
         .refuse_partiql
         .store(f.refuse_partiql, Ordering::SeqCst);
+    state.partiql_500.store(f.partiql_500, Ordering::SeqCst);
     state
         .date_shift_secs
         .store(f.date_shift_secs, Ordering::SeqCst);
@@ -161,6 +166,18 @@ async fn serve(mut client: TcpStream, upstream: &str, state: &State) -> std::io:
             state.injected.fetch_add(1, Ordering::Relaxed);
             client
                 .write_all(&error_response("400 Bad Request", "AccessDeniedException"))
+                .await?;
+            continue;
+        }
+        if state.partiql_500.load(Ordering::SeqCst)
+            && target(&request).ends_with("BatchExecuteStatement")
+        {
+            state.injected.fetch_add(1, Ordering::Relaxed);
+            client
+                .write_all(&error_response(
+                    "500 Internal Server Error",
+                    "InternalServerError",
+                ))
                 .await?;
             continue;
         }
