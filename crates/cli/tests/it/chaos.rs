@@ -205,7 +205,10 @@ async fn finish(child: Child) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(out.status.success(), "{}\n{stderr}", out.status);
-    String::from_utf8_lossy(&out.stdout).to_string()
+    format!(
+        "{}--- stderr\n{stderr}",
+        String::from_utf8_lossy(&out.stdout)
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -367,6 +370,8 @@ async fn twenty_percent_throttling_on_the_wire_then_prompt_recovery() {
         "items expiring after the faults still there 3 s later: {late:?}\n{out}"
     );
     extending.await.unwrap();
+    // Shown only when the test fails.
+    eprintln!("daemon output:\n{out}");
     verdict(&table, &plan).await;
     assert!(
         proxy
