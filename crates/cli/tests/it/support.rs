@@ -265,3 +265,28 @@ pub fn signal(child: &std::process::Child, signal: nix::sys::signal::Signal) {
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("a pid fits i32"));
     let _ = nix::sys::signal::kill(pid, signal);
 }
+
+/// With `PRECISE_TTL_ARTIFACT_DIR` set, writes `<dir>/<name>.json`: the figures a test
+/// measured, the revision it ran from and the command that reruns it, so a figure quoted in the
+/// docs can be traced (`PRECISE_TTL_ARTIFACT_DIR=docs/bench cargo test -p precise-ttl-cli --test
+/// it -- <test>`). Without it, nothing is written.
+pub fn artifact(name: &str, test: &str, figures: serde_json::Value) {
+    let Some(dir) = std::env::var_os("PRECISE_TTL_ARTIFACT_DIR") else {
+        return;
+    };
+    let checkout = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let json = serde_json::json!({
+        "name": name,
+        "revision": precise_ttl_bench_driver::Revision::of_checkout(checkout),
+        "command": format!(
+            "PRECISE_TTL_ARTIFACT_DIR={} cargo test -p precise-ttl-cli --test it -- {test} --exact",
+            std::path::Path::new(&dir).display()
+        ),
+        "daemon_build": if cfg!(debug_assertions) { "debug" } else { "release" },
+        "figures": figures,
+    });
+    let path = std::path::Path::new(&dir).join(format!("{name}.json"));
+    std::fs::create_dir_all(&dir).expect("artifact folder");
+    std::fs::write(&path, serde_json::to_string_pretty(&json).unwrap() + "\n")
+        .expect("write the artifact");
+}
