@@ -1,5 +1,6 @@
 //! What a benchmark run is asked to do.
 
+use crate::fleet::FleetPlan;
 use crate::revision::Revision;
 use precise_ttl_core::{TtlLayout, WindowFormat, WindowSpec};
 use precise_ttl_dynamodb::DeleteMode;
@@ -42,6 +43,9 @@ pub struct BenchConfig {
     pub delete_mode: DeleteMode,
     /// How to start the daemon.
     pub daemon: DaemonCommand,
+    /// Several workers sharing the table through leases, and what happens to them (`None`: one
+    /// plain `run`).
+    pub fleet: Option<FleetPlan>,
     /// The command line that asked for this run, recorded in the report.
     pub argv: Vec<String>,
     /// The source revision of the binary, recorded in the report.
@@ -103,6 +107,7 @@ impl BenchConfig {
             poll_interval: Duration::from_secs(1),
             delete_mode: DeleteMode::Batch,
             daemon,
+            fleet: None,
             argv: Vec::new(),
             revision: Revision::Unknown,
         }

@@ -95,6 +95,13 @@ impl DaemonProcess {
         }
     }
 
+    /// SIGKILL, as a crash: the worker's leases stay until they expire.
+    pub fn kill(mut self) -> Result<(), BenchError> {
+        let _ = self.child.kill();
+        self.child.wait().map_err(BenchError::DaemonIo)?;
+        Ok(())
+    }
+
     /// Sends SIGTERM and waits up to 15 s for the exit; returns its status and how long it took.
     pub async fn terminate(mut self) -> Result<(ExitStatus, Duration), BenchError> {
         let stopping = Instant::now();
@@ -118,6 +125,11 @@ impl DaemonProcess {
 
 /// Query and delete capacity units, from the daemon's /metrics (`None` if unavailable).
 pub async fn scrape_capacity(url: Option<&str>) -> Option<(f64, f64)> {
+    capacity_from_metrics(&scrape(url).await?)
+}
+
+/// The daemon's /metrics page (`None` if unavailable).
+pub async fn scrape(url: Option<&str>) -> Option<String> {
     let url = url?;
     let rest = url.strip_prefix("http://")?;
     let (host, path) = rest.split_once('/').unwrap_or((rest, "metrics"));
@@ -137,7 +149,7 @@ pub async fn scrape_capacity(url: Option<&str>) -> Option<(f64, f64)> {
     .await
     .ok()?
     .ok()?;
-    capacity_from_metrics(&body)
+    Some(body)
 }
 
 fn capacity_from_metrics(body: &str) -> Option<(f64, f64)> {

@@ -2,6 +2,7 @@
 //! it), its Markdown rendering, and the files they are written to.
 
 use crate::error::BenchError;
+use crate::fleet::FleetReport;
 use crate::raw::RawRates;
 use crate::revision::Revision;
 use crate::usage::Usage;
@@ -46,6 +47,10 @@ pub struct Summary {
     pub sweeper_peak_rss_mb: f64,
     pub capacity_units_per_deleted_item: Option<CapacityPerItem>,
     pub report: Report,
+    /// With several workers: the events, and each phase's split and lag. `sweeper_cpu_seconds`
+    /// and `sweeper_peak_rss_mb` are then the first worker's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetReport>,
 }
 
 /// What [`crate::run`] measured.
@@ -93,7 +98,12 @@ impl BenchRun {
     }
 }
 
-pub(crate) fn summarize(config: &crate::BenchConfig, report: Report, m: &Measured) -> BenchRun {
+pub(crate) fn summarize(
+    config: &crate::BenchConfig,
+    report: Report,
+    m: &Measured,
+    fleet: Option<FleetReport>,
+) -> BenchRun {
     let deleted = report.counts.deleted.max(1) as f64;
     let summary = Summary {
         name: config.name.clone(),
@@ -122,6 +132,7 @@ pub(crate) fn summarize(config: &crate::BenchConfig, report: Report, m: &Measure
             total: (q + d) / deleted,
         }),
         report,
+        fleet,
     };
     let markdown = markdown(&summary, m);
     BenchRun { summary, markdown }
@@ -193,5 +204,41 @@ fn markdown(s: &Summary, m: &Measured) -> String {
         m.observer_delay_ms
     ));
     md.push_str(&report.to_markdown());
+    if let Some(f) = &s.fleet {
+        md.push_str(&fleet_markdown(f));
+    }
+    md
+}
+
+fn fleet_markdown(f: &FleetReport) -> String {
+    let mut md = format!(
+        "\n#### Fleet: {} workers, lease duration {} ms\n\n| at (s after first TTL) | event | every shard held again after |\n|---|---|---|\n",
+        f.workers, f.lease_duration_ms
+    );
+    for e in &f.events {
+        let held = e
+            .all_shards_held_after_ms
+            .map_or("—".to_string(), |ms| format!("{ms} ms"));
+        md.push_str(&format!("| {:.1} | {:?} | {held} |\n", e.offset_s, e.action));
+    }
+    let first = f.phases.first().map_or(0, |p| p.from_ms);
+    md.push_str("\n| phase (s after first TTL) | items due | lag p50 / p99 / max (ms) | share per worker |\n|---|---|---|---|\n");
+    for p in &f.phases {
+        let lag = p.lag.map_or("—".to_string(), |l| {
+            format!("{} / {} / {}", l.p50_ms, l.p99_ms, l.max_ms)
+        });
+        let shares: Vec<String> = p
+            .share_by_worker
+            .iter()
+            .map(|(w, s)| format!("{w} {:.0} %", s * 100.0))
+            .collect();
+        md.push_str(&format!(
+            "| {:.1}–{:.1} | {} | {lag} | {} |\n",
+            (p.from_ms - first) as f64 / 1000.0,
+            (p.to_ms - first) as f64 / 1000.0,
+            p.lag.map_or(0, |l| l.items),
+            shares.join(", ")
+        ));
+    }
     md
 }

@@ -1,7 +1,8 @@
 //! One benchmark run, start to verdict.
 
 use crate::config::{BenchConfig, BenchIndex};
-use crate::daemon::{self, DaemonProcess};
+use crate::daemon;
+use crate::fleet::{Fleet, FleetPlan, fill_lags};
 use crate::error::BenchError;
 use crate::items::ItemWriter;
 use crate::load::{create_bare, create_blog_index, extend_ttls, put_all, scan_keys};
@@ -156,14 +157,14 @@ async fn run_on(
         .saturating_add(config.grace);
     let give_up = judge_at.saturating_add(config.timeout);
     let run_started = clock.now();
-    let mut daemon = DaemonProcess::spawn(daemon::command(config, table, endpoint))?;
+    let mut fleet = start_fleet(config, table, endpoint, first.as_millis())?;
     let extender = tokio::spawn(extend_ttls(
         dynamo.clone(),
         table.to_string(),
         items.clone(),
         main.extensions,
     ));
-    let sampler = UsageSampler::start(daemon.pid());
+    let sampler = UsageSampler::start(fleet.first_pid().unwrap_or(0));
     progress.event(Event::Sweeping { expected: total });
     let watched = async {
         loop {
@@ -178,19 +179,20 @@ async fn run_on(
             {
                 return Ok(());
             }
-            daemon.check_running()?;
+            fleet.check_running()?;
+            fleet.tick(now.as_millis()).await?;
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     };
     let watched: Result<(), BenchError> = watched.await;
     if let Err(e) = watched {
-        let _ = daemon.terminate().await;
+        let _ = fleet.stop(clock.now().as_millis()).await;
         extender.abort();
         return Err(e);
     }
-    // Scrape while the daemon still runs: its counters die with it.
-    let capacity = daemon::scrape_capacity(daemon.metrics_url.as_deref()).await;
-    let (status, shutdown) = daemon.terminate().await?;
+    // Scrape while the workers still run: their counters die with them.
+    let capacity = fleet.capacity().await;
+    let (mut fleet_report, failed, shutdown) = fleet.stop(clock.now().as_millis()).await?;
     let run_ended = clock.now();
     let usage = sampler.stop();
     progress.event(Event::SweepFinished);
@@ -198,7 +200,7 @@ async fn run_on(
     // The last REMOVE records are still on their way to the stream.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let removals = observer.stop().await?;
-    if !status.success() {
+    if let Some(status) = failed {
         return Err(BenchError::DaemonFailed(status));
     }
 
@@ -219,9 +221,49 @@ async fn run_on(
         capacity,
         observer_delay_ms,
     };
-    Ok(summarize(
-        config,
-        precise_ttl_bench::analyze(&inputs),
-        &measured,
-    ))
+    let report = precise_ttl_bench::analyze(&inputs);
+    let fleet = config.fleet.as_ref().map(|_| {
+        // Each expired item's TTL and lag, back from its point on the scatter plot.
+        let lags: Vec<(i64, i64)> = report
+            .lag_points
+            .iter()
+            .map(|p| {
+                let seen = inputs.run_started_ms + (p.t_s * 1000.0).round() as i64;
+                (seen - p.lag_ms, p.lag_ms)
+            })
+            .collect();
+        fill_lags(&mut fleet_report, &lags);
+        fleet_report
+    });
+    Ok(summarize(config, report, &measured, fleet))
+}
+
+/// The workers: one plain `run` without a fleet plan, else the plan's workers with their ids
+/// and lease duration.
+fn start_fleet(
+    config: &BenchConfig,
+    table: &str,
+    endpoint: &str,
+    first_ttl_ms: i64,
+) -> Result<Fleet, BenchError> {
+    let (cfg, table, endpoint) = (config.clone(), table.to_string(), endpoint.to_string());
+    let plan = config
+        .fleet
+        .clone()
+        .unwrap_or_else(|| FleetPlan::new(1, Duration::from_secs(10), Vec::new()).expect("one worker"));
+    let fleet = config.fleet.is_some();
+    let lease = format!("{}ms", plan.lease_duration.as_millis());
+    let command = move |worker: &str| {
+        let mut cmd = daemon::command(&cfg, &table, &endpoint);
+        if fleet {
+            cmd.args(["--worker-id", worker, "--lease-duration", &lease]);
+        }
+        cmd
+    };
+    Fleet::start(
+        plan,
+        config.layout.shards.get() as usize,
+        first_ttl_ms,
+        Box::new(command),
+    )
 }

@@ -6,7 +6,9 @@ use crate::args::{BenchArgs, Global, IndexLayout};
 use crate::wiring::Outcome;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use precise_ttl_bench_driver::{BenchConfig, BenchIndex, DaemonCommand, Event, Progress, Revision};
+use precise_ttl_bench_driver::{
+    BenchConfig, BenchIndex, DaemonCommand, Event, FleetPlan, Progress, Revision,
+};
 use precise_ttl_dynamodb::{Dynamo, DynamoDbLocal};
 use std::io::IsTerminal;
 use std::path::Path;
@@ -112,6 +114,12 @@ pub async fn run(global: &Global, args: &BenchArgs) -> anyhow::Result<Outcome> {
         config.seed = seed;
     }
     config.poll_interval = args.poll_interval;
+    if let Some(workers) = args.workers {
+        config.fleet = Some(
+            FleetPlan::new(workers.into(), args.lease_duration, args.events.clone())
+                .map_err(|e| anyhow::anyhow!("--event: {e}"))?,
+        );
+    }
     config.delete_mode = args.delete_mode.mode();
     config.argv = std::env::args().collect();
     // The checkout this binary was built from; an installed binary whose sources are gone

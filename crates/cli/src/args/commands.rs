@@ -454,4 +454,21 @@ pub struct BenchArgs {
     /// Extra arguments for `precise-ttl run` (repeat the flag for each)
     #[arg(long = "daemon-arg", allow_hyphen_values = true)]
     pub daemon_args: Vec<String>,
+
+    /// Run a fleet: this many workers (w1, w2, …) sharing the table through shard leases.
+    /// Without it, one `run` process
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub workers: Option<u16>,
+
+    /// The fleet workers' lease duration
+    #[arg(long, default_value = "10s", value_parser = crate::args::lease_duration, requires = "workers")]
+    pub lease_duration: Duration,
+
+    /// Something that happens to the fleet, AT after the first TTL: AT:kill:N (SIGKILL worker
+    /// N), AT:term:N (SIGTERM), AT:start:N (start worker N, new or stopped), AT:restart:N
+    /// (SIGTERM, then start again), AT:mark (a phase boundary). Repeat the flag; e.g. --event
+    /// 30s:mark --event 45s:kill:3 --event 75s:start:4
+    #[arg(long = "event", value_name = "AT:WHAT[:N]", requires = "workers",
+          value_parser = |s: &str| s.parse::<precise_ttl_bench_driver::FleetEvent>())]
+    pub events: Vec<precise_ttl_bench_driver::FleetEvent>,
 }
