@@ -30,6 +30,18 @@ pub enum Action {
     Restart(usize),
 }
 
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Action::Mark => write!(f, "mark"),
+            Action::Kill(n) => write!(f, "SIGKILL w{n}"),
+            Action::Term(n) => write!(f, "SIGTERM w{n}"),
+            Action::Start(n) => write!(f, "start w{n}"),
+            Action::Restart(n) => write!(f, "restart w{n} (SIGTERM, start)"),
+        }
+    }
+}
+
 /// One scheduled event, `at` after the first planted TTL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FleetEvent {
@@ -50,7 +62,9 @@ impl FromStr for FleetEvent {
         let worker = |n: Option<&str>| -> Result<usize, String> {
             n.and_then(|n| n.parse().ok())
                 .filter(|n: &usize| *n >= 1)
-                .ok_or_else(|| format!("{s:?}: {what} needs a worker number from 1, as 30s:{what}:2"))
+                .ok_or_else(|| {
+                    format!("{s:?}: {what} needs a worker number from 1, as 30s:{what}:2")
+                })
         };
         let action = match what {
             "mark" => Action::Mark,
@@ -278,7 +292,12 @@ impl Fleet {
         self.workers
             .iter()
             .enumerate()
-            .map(|(i, w)| (FleetPlan::worker_id(i + 1), w.deleted_before + w.deleted_now))
+            .map(|(i, w)| {
+                (
+                    FleetPlan::worker_id(i + 1),
+                    w.deleted_before + w.deleted_now,
+                )
+            })
             .collect()
     }
 
@@ -288,13 +307,13 @@ impl Fleet {
             self.scrape_all().await;
             self.boundaries.push((now_ms, self.cumulative()));
         }
-        if let Some(i) = self.awaiting_shards {
-            if self.scrape_all().await >= self.shards {
-                let since = self.records[i].at_ms;
-                self.records[i].all_shards_held_after_ms = Some((now_ms - since).max(0) as u64);
-                self.awaiting_shards = None;
-                self.boundaries.push((now_ms, self.cumulative()));
-            }
+        if let Some(i) = self.awaiting_shards
+            && self.scrape_all().await >= self.shards
+        {
+            let since = self.records[i].at_ms;
+            self.records[i].all_shards_held_after_ms = Some((now_ms - since).max(0) as u64);
+            self.awaiting_shards = None;
+            self.boundaries.push((now_ms, self.cumulative()));
         }
         while let Some(event) = self.plan.events.get(self.next_event).copied() {
             let due_ms = self.first_ttl_ms + event.at.as_millis() as i64;
@@ -393,11 +412,10 @@ impl Fleet {
 }
 
 fn phase(from: &(i64, BTreeMap<String, u64>), to: &(i64, BTreeMap<String, u64>)) -> Phase {
-    let deleted_by_worker: BTreeMap<String, u64> = to
-        .1
-        .iter()
-        .map(|(w, n)| (w.clone(), n - from.1.get(w).copied().unwrap_or(0).min(*n)))
-        .collect();
+    let deleted_by_worker: BTreeMap<String, u64> =
+        to.1.iter()
+            .map(|(w, n)| (w.clone(), n - from.1.get(w).copied().unwrap_or(0).min(*n)))
+            .collect();
     let total: u64 = deleted_by_worker.values().sum();
     let share_by_worker = deleted_by_worker
         .iter()
@@ -450,8 +468,17 @@ mod tests {
         let e: FleetEvent = "45s:kill:3".parse().unwrap();
         assert_eq!(e.at, Duration::from_secs(45));
         assert_eq!(e.action, Action::Kill(3));
-        assert_eq!("1m:mark".parse::<FleetEvent>().unwrap().action, Action::Mark);
-        for bad in ["45s:kill", "45s:kill:0", "x:mark", "45s:explode:1", "4s:term:1:2"] {
+        assert_eq!(
+            "1m:mark".parse::<FleetEvent>().unwrap().action,
+            Action::Mark
+        );
+        for bad in [
+            "45s:kill",
+            "45s:kill:0",
+            "x:mark",
+            "45s:explode:1",
+            "4s:term:1:2",
+        ] {
             let err = bad.parse::<FleetEvent>().unwrap_err();
             assert!(err.contains(bad), "{err}");
         }

@@ -2,8 +2,8 @@
 
 use crate::config::{BenchConfig, BenchIndex};
 use crate::daemon;
-use crate::fleet::{Fleet, FleetPlan, fill_lags};
 use crate::error::BenchError;
+use crate::fleet::{Fleet, FleetPlan, fill_lags};
 use crate::items::ItemWriter;
 use crate::load::{create_bare, create_blog_index, extend_ttls, put_all, scan_keys};
 use crate::observe::{Observer, calibrate};
@@ -247,10 +247,9 @@ fn start_fleet(
     first_ttl_ms: i64,
 ) -> Result<Fleet, BenchError> {
     let (cfg, table, endpoint) = (config.clone(), table.to_string(), endpoint.to_string());
-    let plan = config
-        .fleet
-        .clone()
-        .unwrap_or_else(|| FleetPlan::new(1, Duration::from_secs(10), Vec::new()).expect("one worker"));
+    let plan = config.fleet.clone().unwrap_or_else(|| {
+        FleetPlan::new(1, Duration::from_secs(10), Vec::new()).expect("one worker")
+    });
     let fleet = config.fleet.is_some();
     let lease = format!("{}ms", plan.lease_duration.as_millis());
     let command = move |worker: &str| {

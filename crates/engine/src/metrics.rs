@@ -49,8 +49,23 @@ pub const LAG_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0, 600.0,
 ];
 
-/// Registers the descriptions shown in `/metrics`.
+/// Registers the descriptions shown in `/metrics`, and every counter at zero (each label value
+/// too): a dashboard or alert then sees the series from the first scrape, not from its first
+/// event, and `rate` counts that first event.
 pub fn describe() {
+    for counter in [DELETED, SKIPPED, ERRORS, THROTTLED, DELETE_MODE_FALLBACKS] {
+        metrics::counter!(counter).increment(0);
+    }
+    for reader in ["head", "backlog"] {
+        metrics::counter!(QUERIES, "reader" => reader).increment(0);
+    }
+    for op in ["query", "delete"] {
+        metrics::counter!(CAPACITY_UNITS, "op" => op).increment(0);
+    }
+    for change in ["acquired", "stolen", "lost", "released"] {
+        metrics::counter!(LEASE_CHANGES, "change" => change).increment(0);
+    }
+    let _ = metrics::histogram!(LAG_SECONDS);
     use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
     describe_counter!(DELETED, "Items deleted by precise-ttl");
     describe_counter!(

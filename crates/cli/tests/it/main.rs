@@ -8,6 +8,7 @@ mod chaos;
 mod cli;
 mod clock;
 mod daemon;
+mod deploy;
 mod leases;
 mod proxy;
 mod read;
