@@ -52,8 +52,15 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
         None => {
             let opened = crate::wiring::until_reachable(|| async {
                 let store = DynamoStore::open(dynamo.clone(), table, layout.clone()).await?;
-                let leases =
-                    fleet(&dynamo, args, table, &layout.index_name, &layout.shards).await?;
+                let leases = fleet(
+                    &dynamo,
+                    args,
+                    table,
+                    &layout.index_name,
+                    &layout.shards,
+                    &handle,
+                )
+                .await?;
                 Ok((store, leases))
             })
             .await?;
@@ -80,8 +87,15 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
                     )
                     .await?;
                 }
-                let leases =
-                    fleet(&dynamo, args, table, &layout.index_name, &*blog.windows).await?;
+                let leases = fleet(
+                    &dynamo,
+                    args,
+                    table,
+                    &layout.index_name,
+                    &*blog.windows,
+                    &handle,
+                )
+                .await?;
                 Ok((blog, leases))
             })
             .await?;
@@ -166,6 +180,7 @@ async fn fleet<P: Partitioning + ?Sized>(
     table: &str,
     index: &str,
     partitioning: &P,
+    handle: &DaemonHandle,
 ) -> Result<Fleet, AdapterError> {
     if args.fleet.no_leases {
         return Ok(None);
@@ -186,11 +201,14 @@ async fn fleet<P: Partitioning + ?Sized>(
             std::process::id()
         ),
     };
-    Ok(Some(Arc::new(Leases::new(
-        Arc::new(lease_table),
-        keys,
-        LeaseConfig::new(worker, args.fleet.lease_duration),
-    ))))
+    Ok(Some(Arc::new(
+        Leases::new(
+            Arc::new(lease_table),
+            keys,
+            LeaseConfig::new(worker, args.fleet.lease_duration),
+        )
+        .with_handle(handle.clone()),
+    )))
 }
 
 /// Prints the start line and runs until a signal, `--for`, or a fatal error; with leases,

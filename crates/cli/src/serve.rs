@@ -4,7 +4,7 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use precise_ttl_engine::DaemonHandle;
+use precise_ttl_engine::{DaemonHandle, Health};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -44,20 +44,21 @@ pub async fn serve(
             get(move || {
                 let status = daemon.status();
                 async move {
-                    // Healthy while index reads keep succeeding; a store that stays unreachable
-                    // turns this red long before the backlog becomes visible to readers.
-                    match status.last_read_ok {
-                        Some(t) if t.elapsed() <= stale_after => {
-                            (StatusCode::OK, "ok\n".to_string())
-                        }
-                        Some(t) => (
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            format!(
-                                "no successful index read for {:.1} s\n",
-                                t.elapsed().as_secs_f64()
-                            ),
+                    // Healthy while index reads keep succeeding (or, for a worker holding no
+                    // lease, heartbeats); a store that stays unreachable turns this red long
+                    // before the backlog becomes visible to readers.
+                    let now = tokio::time::Instant::now();
+                    match status.health(now, stale_after) {
+                        Health::Reading => (StatusCode::OK, "ok\n".to_string()),
+                        Health::Standby => (
+                            StatusCode::OK,
+                            "ok: standby, no shard lease held, lease table reachable\n".to_string(),
                         ),
-                        None => (
+                        Health::Stale(for_) => (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            format!("no successful index read for {:.1} s\n", for_.as_secs_f64()),
+                        ),
+                        Health::Starting => (
                             StatusCode::SERVICE_UNAVAILABLE,
                             "starting: no index read yet\n".to_string(),
                         ),

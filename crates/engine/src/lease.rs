@@ -54,6 +54,10 @@ pub struct LeaseConfig {
     pub duration: Duration,
     /// How often leases are renewed, taken and balanced.
     pub heartbeat: Duration,
+    /// How often, between heartbeats, the lease table is read for released leases (one
+    /// read, no write unless one is free): a worker stopped with SIGTERM hands its shards over
+    /// within this, not within a heartbeat.
+    pub watch_released: Duration,
 }
 
 impl LeaseConfig {
@@ -63,6 +67,7 @@ impl LeaseConfig {
             worker: worker.into(),
             duration,
             heartbeat: duration / 3,
+            watch_released: (duration / 3).min(Duration::from_millis(500)),
         }
     }
 }
@@ -96,6 +101,8 @@ pub struct Leases<S: LeaseStore> {
     config: LeaseConfig,
     state: Mutex<State>,
     usable: watch::Sender<BTreeSet<usize>>,
+    /// Told of every successful heartbeat, for `/healthz` of a worker that holds no lease.
+    handle: Option<crate::DaemonHandle>,
 }
 
 impl<S: LeaseStore> std::fmt::Debug for Leases<S> {
@@ -118,7 +125,15 @@ impl<S: LeaseStore> Leases<S> {
                 counts: LeaseCounts::default(),
             }),
             usable: watch::Sender::new(BTreeSet::new()),
+            handle: None,
         }
+    }
+
+    /// Reports each successful heartbeat and the leases held to `handle`: a standby worker
+    /// (no lease to read) is healthy while its heartbeats succeed.
+    pub fn with_handle(mut self, handle: crate::DaemonHandle) -> Self {
+        self.handle = Some(handle);
+        self
     }
 
     /// The lanes this worker may read right now.
@@ -168,9 +183,23 @@ impl<S: LeaseStore> Leases<S> {
                 0 => self.config.heartbeat.mul_f64(0.9 + 0.2 * fastrand::f64()),
                 n => RETRY.delay(n, fastrand::f64()).min(self.config.heartbeat),
             };
-            tokio::select! {
-                _ = &mut stop => return Ok(()),
-                _ = tokio::time::sleep(pause) => {}
+            let beat_at = Instant::now() + pause;
+            loop {
+                let next = if failures == 0 && !first {
+                    beat_at.min(Instant::now() + self.config.watch_released)
+                } else {
+                    beat_at
+                };
+                tokio::select! {
+                    _ = &mut stop => return Ok(()),
+                    _ = tokio::time::sleep_until(next) => {}
+                }
+                if next >= beat_at {
+                    break;
+                }
+                if let Err(e) = self.take_released().await {
+                    tracing::debug!(error = %e, "looking for released leases failed");
+                }
             }
             first = false;
             // A store that hangs must not keep a stale lease in use: a heartbeat gets one
@@ -185,10 +214,42 @@ impl<S: LeaseStore> Leases<S> {
                     tracing::warn!("lease heartbeat timed out; trying again");
                     failures + 1
                 }
-                Ok(Ok(())) => 0,
+                Ok(Ok(())) => {
+                    if let Some(handle) = &self.handle {
+                        handle.lease_heartbeat_ok(self.lock().held.len());
+                    }
+                    0
+                }
             };
             self.drop_stale(Instant::now());
         }
+    }
+
+    /// Between heartbeats: takes leases another worker released (no owner), up to this
+    /// worker's share; renews and steals nothing.
+    async fn take_released(&self) -> Result<(), StoreError> {
+        let me = self.config.worker.as_str();
+        let records = self.store.list(&self.keys).await?;
+        if records.iter().all(|r| r.owner.is_some()) {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let moves = {
+            let mut state = self.lock();
+            state.view.observe(&records, now);
+            plan(
+                &records,
+                &state.view,
+                me,
+                now,
+                self.config.duration,
+                fastrand::u64(..),
+            )
+        };
+        let released = moves.take.iter().filter(|r| r.owner.is_none());
+        self.take_all(released.map(|r| (r, false))).await?;
+        self.publish();
+        Ok(())
     }
 
     pub async fn heartbeat(&self) -> Result<(), StoreError> {
@@ -252,7 +313,18 @@ impl<S: LeaseStore> Leases<S> {
         };
         let stealing = moves.steal.iter().map(|r| (r, true));
         let takes = orphans.iter().chain(moves.take.iter()).map(|r| (r, false));
-        for (record, stolen) in takes.chain(stealing) {
+        self.take_all(takes.chain(stealing)).await?;
+        self.publish();
+        Ok(())
+    }
+
+    /// Takes each lease (conditional on the counter read); `true` marks a steal.
+    async fn take_all(
+        &self,
+        leases: impl Iterator<Item = (&LeaseRecord, bool)>,
+    ) -> Result<(), StoreError> {
+        let me = self.config.worker.as_str();
+        for (record, stolen) in leases {
             let Some(lane) = self.keys.iter().position(|k| *k == record.key) else {
                 continue;
             };
@@ -280,7 +352,6 @@ impl<S: LeaseStore> Leases<S> {
                 tracing::info!(lease = %record.key, from = ?record.owner, stolen, "lease taken");
             }
         }
-        self.publish();
         Ok(())
     }
 
@@ -344,8 +415,8 @@ impl<S: LeaseStore> Leases<S> {
         }
     }
 
-    /// Releases every held lease (conditional on this worker's counter), so another worker may
-    /// take it at its next heartbeat.
+    /// Releases every held lease (conditional on this worker's counter), so another worker
+    /// takes it within its `watch_released`.
     pub async fn release_all(&self) {
         let held: Vec<(usize, Held)> = std::mem::take(&mut self.lock().held).into_iter().collect();
         self.publish();

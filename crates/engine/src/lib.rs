@@ -29,7 +29,9 @@ pub mod sweep;
 #[cfg(feature = "test-util")]
 pub use clock::TokioClock;
 pub use clock::{Clock, SystemClock};
-pub use daemon::{Daemon, DaemonConfig, DaemonError, DaemonHandle, DaemonReport, DaemonStatus};
+pub use daemon::{
+    Daemon, DaemonConfig, DaemonError, DaemonHandle, DaemonReport, DaemonStatus, Health,
+};
 pub use observe::{NoopObserver, Observer};
 pub use partition::{Partitioning, Windows};
 pub use store::{DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError};

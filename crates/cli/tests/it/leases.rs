@@ -197,3 +197,34 @@ async fn two_run_processes_split_a_table_and_one_takes_over_from_a_killed_one() 
     crate::support::terminate(&a);
     assert!(a.wait().unwrap().success());
 }
+
+/// More workers than shards: the one without a lease is a standby, and `/healthz` says it is
+/// fine (a Kubernetes readiness probe on it must not fail for ever, nor restart it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_worker_without_a_lease_is_healthy() {
+    let table = crate::support::table_with_index().await;
+    let args = |id: &'static str| -> Vec<&'static str> {
+        vec!["--shards", "1", "--lease-duration", "2s", "--worker-id", id]
+    };
+    let (mut a, _a_lines, a_url) =
+        crate::daemon::daemon_with_metrics(&table.name, endpoint(), &args("a"));
+    let page = |url: &str| crate::daemon::http_get(&format!("{url}/metrics"));
+    let held = |url: &str| metric(&page(url), "precise_ttl_leases_held");
+    until("a holds the one shard", || held(&a_url) == Some(1.0)).await;
+    let (mut b, _b_lines, b_url) =
+        crate::daemon::daemon_with_metrics(&table.name, endpoint(), &args("b"));
+    let health = |url: &str| crate::daemon::http_get(&format!("{url}/healthz"));
+    until("b says it is a standby", || {
+        health(&b_url).contains("200 OK") && health(&b_url).contains("standby")
+    })
+    .await;
+    assert_eq!(held(&b_url), Some(0.0));
+    assert!(health(&a_url).contains("200 OK"));
+    // a stops: b takes the shard within a second and reads it.
+    crate::support::terminate(&a);
+    assert!(a.wait().unwrap().success());
+    let took = until("b takes the released shard", || held(&b_url) == Some(1.0)).await;
+    assert!(took < Duration::from_secs(2), "handed over in {took:?}");
+    crate::support::terminate(&b);
+    assert!(b.wait().unwrap().success());
+}

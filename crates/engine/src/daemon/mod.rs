@@ -28,7 +28,7 @@ mod schedule;
 mod status;
 
 pub use config::{DaemonConfig, DaemonError, DaemonReport};
-pub use status::{DaemonHandle, DaemonStatus};
+pub use status::{DaemonHandle, DaemonStatus, Health};
 
 use crate::clock::Clock;
 use crate::counters::Counters;

@@ -21,6 +21,35 @@ pub struct DaemonStatus {
     pub lane_watermarks: Vec<Option<Timestamp>>,
     /// When a head read last succeeded (monotonic), for `/healthz`.
     pub last_read_ok: Option<Instant>,
+    /// With leases: when a heartbeat last succeeded, and the leases held then.
+    pub last_heartbeat_ok: Option<(Instant, usize)>,
+}
+
+/// What `/healthz` answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Health {
+    /// Index reads succeed.
+    Reading,
+    /// A fleet worker that holds no lease (more workers than shards, or waiting for its share)
+    /// and whose heartbeats succeed: ready to take over.
+    Standby,
+    /// No index read yet, and no successful heartbeat without leases.
+    Starting,
+    /// No index read has succeeded for this long.
+    Stale(Duration),
+}
+
+impl DaemonStatus {
+    /// Healthy while the worker does its job: reading its shards, or, holding none, beating.
+    pub fn health(&self, now: Instant, stale_after: Duration) -> Health {
+        let fresh = |t: Instant| now.saturating_duration_since(t) <= stale_after;
+        match (self.last_read_ok, self.last_heartbeat_ok) {
+            (Some(t), _) if fresh(t) => Health::Reading,
+            (_, Some((t, 0))) if fresh(t) => Health::Standby,
+            (Some(t), _) => Health::Stale(now.saturating_duration_since(t)),
+            (None, _) => Health::Starting,
+        }
+    }
 }
 
 /// Shared view of a running daemon.
@@ -32,6 +61,11 @@ pub struct DaemonHandle {
 impl DaemonHandle {
     pub fn status(&self) -> DaemonStatus {
         lock(&self.status).clone()
+    }
+
+    /// A lease heartbeat succeeded while holding `held` leases.
+    pub fn lease_heartbeat_ok(&self, held: usize) {
+        lock(&self.status).last_heartbeat_ok = Some((Instant::now(), held));
     }
 }
 
@@ -90,5 +124,42 @@ pub(super) async fn publish_every<S: ExpiryStore, C: Clock>(
             _ = stopped(&mut stop) => return,
             _ = tokio::time::sleep(Duration::from_millis(250)) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_is_healthy_while_it_reads_or_holds_no_lease_and_beats() {
+        let t0 = Instant::now();
+        let stale = Duration::from_secs(30);
+        let later = t0 + Duration::from_secs(40);
+        let status = |read: Option<Instant>, beat: Option<(Instant, usize)>| DaemonStatus {
+            last_read_ok: read,
+            last_heartbeat_ok: beat,
+            ..DaemonStatus::default()
+        };
+        assert_eq!(status(None, None).health(t0, stale), Health::Starting);
+        assert_eq!(status(Some(t0), None).health(t0, stale), Health::Reading);
+        assert_eq!(
+            status(Some(t0), None).health(later, stale),
+            Health::Stale(Duration::from_secs(40))
+        );
+        // A standby (more workers than shards): no read ever, heartbeats fine.
+        assert_eq!(
+            status(None, Some((later, 0))).health(later, stale),
+            Health::Standby
+        );
+        // Holding leases it cannot read is not standby.
+        assert_eq!(
+            status(Some(t0), Some((later, 3))).health(later, stale),
+            Health::Stale(Duration::from_secs(40))
+        );
+        assert_eq!(
+            status(None, Some((later, 3))).health(later, stale),
+            Health::Starting
+        );
     }
 }
