@@ -219,12 +219,10 @@ fn fleet_markdown(f: &FleetReport) -> String {
         let held = e
             .all_shards_held_after_ms
             .map_or("—".to_string(), |ms| format!("{ms} ms"));
-        md.push_str(&format!(
-            "| {:.1} | {:?} | {held} |\n",
-            e.offset_s, e.action
-        ));
+        md.push_str(&format!("| {:.1} | {} | {held} |\n", e.offset_s, e.action));
     }
     let first = f.phases.first().map_or(0, |p| p.from_ms);
+    md.push_str("\nPhases run from one event (or the moment every shard was held again) to the next; an item belongs to the phase its TTL falls in, a worker's deletions to the phase they were counted in.\n");
     md.push_str("\n| phase (s after first TTL) | items due | lag p50 / p99 / max (ms) | share per worker |\n|---|---|---|---|\n");
     for p in &f.phases {
         let lag = p.lag.map_or("—".to_string(), |l| {
