@@ -54,10 +54,11 @@ pub struct LeaseConfig {
     pub duration: Duration,
     /// How often leases are renewed, taken and balanced.
     pub heartbeat: Duration,
-    /// How often, between heartbeats, the lease table is read for released leases (one
-    /// read, no write unless one is free): a worker stopped with SIGTERM hands its shards over
-    /// within this, not within a heartbeat.
-    pub watch_released: Duration,
+    /// How often, between heartbeats, the lease table is read for released and expired leases
+    /// (one read, no write unless one is free): a worker stopped with SIGTERM hands its shards
+    /// over within this, not within a heartbeat, and a dead worker's are taken within a lease
+    /// duration and this of its last renewal.
+    pub watch_interval: Duration,
 }
 
 impl LeaseConfig {
@@ -67,7 +68,7 @@ impl LeaseConfig {
             worker: worker.into(),
             duration,
             heartbeat: duration / 3,
-            watch_released: (duration / 3).min(Duration::from_millis(500)),
+            watch_interval: (duration / 3).min(Duration::from_millis(500)),
         }
     }
 }
@@ -186,7 +187,7 @@ impl<S: LeaseStore> Leases<S> {
             let beat_at = Instant::now() + pause;
             loop {
                 let next = if failures == 0 && !first {
-                    beat_at.min(Instant::now() + self.config.watch_released)
+                    beat_at.min(Instant::now() + self.config.watch_interval)
                 } else {
                     beat_at
                 };
@@ -197,7 +198,7 @@ impl<S: LeaseStore> Leases<S> {
                 if next >= beat_at {
                     break;
                 }
-                if let Err(e) = self.take_released().await {
+                if let Err(e) = self.take_free().await {
                     tracing::debug!(error = %e, "looking for released leases failed");
                 }
             }
@@ -225,14 +226,14 @@ impl<S: LeaseStore> Leases<S> {
         }
     }
 
-    /// Between heartbeats: takes leases another worker released (no owner), up to this
-    /// worker's share; renews and steals nothing.
-    async fn take_released(&self) -> Result<(), StoreError> {
+    /// Between heartbeats: notes every counter it sees and takes leases that are free
+    /// (released by a stopped worker) or expired (a dead worker's, judged by the same rule as at
+    /// a heartbeat), up to this worker's share; renews and steals nothing. Seeing counters every
+    /// `watch_interval` instead of every heartbeat is what brings a takeover within a lease
+    /// duration and a look of the dead worker's last renewal, not a duration and two heartbeats.
+    async fn take_free(&self) -> Result<(), StoreError> {
         let me = self.config.worker.as_str();
         let records = self.store.list(&self.keys).await?;
-        if records.iter().all(|r| r.owner.is_some()) {
-            return Ok(());
-        }
         let now = Instant::now();
         let moves = {
             let mut state = self.lock();
@@ -246,8 +247,10 @@ impl<S: LeaseStore> Leases<S> {
                 fastrand::u64(..),
             )
         };
-        let released = moves.take.iter().filter(|r| r.owner.is_none());
-        self.take_all(released.map(|r| (r, false))).await?;
+        if moves.take.is_empty() {
+            return Ok(());
+        }
+        self.take_all(moves.take.iter().map(|r| (r, false))).await?;
         self.publish();
         Ok(())
     }
@@ -416,7 +419,7 @@ impl<S: LeaseStore> Leases<S> {
     }
 
     /// Releases every held lease (conditional on this worker's counter), so another worker
-    /// takes it within its `watch_released`.
+    /// takes it within its `watch_interval`.
     pub async fn release_all(&self) {
         let held: Vec<(usize, Held)> = std::mem::take(&mut self.lock().held).into_iter().collect();
         self.publish();

@@ -789,8 +789,10 @@ mod leases {
         a.kill();
         let killed = Instant::now();
         let took = until(|| b.usable() == 4).await;
+        // b sees a's last counter within half a second of its renewal (before the kill) and
+        // looks again every half second.
         assert!(
-            took >= LEASE - beat() && took <= LEASE + beat() * 2,
+            took >= LEASE - beat() && took <= LEASE + Duration::from_millis(1100),
             "taken over {:?} after the kill",
             killed.elapsed()
         );
