@@ -269,18 +269,25 @@ pub fn signal(child: &std::process::Child, signal: nix::sys::signal::Signal) {
 /// With `PRECISE_TTL_ARTIFACT_DIR` set, writes `<dir>/<name>.json`: the figures a test
 /// measured, the revision it ran from and the command that reruns it, so a figure quoted in the
 /// docs can be traced (`PRECISE_TTL_ARTIFACT_DIR=docs/bench cargo test -p precise-ttl-cli --test
-/// it -- <test>`). Without it, nothing is written.
+/// it -- <test>`, a relative folder taken from the checkout's root). Without it, nothing is
+/// written.
 pub fn artifact(name: &str, test: &str, figures: serde_json::Value) {
     let Some(dir) = std::env::var_os("PRECISE_TTL_ARTIFACT_DIR") else {
         return;
     };
     let checkout = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    // Tests run in the crate's folder; a relative folder means one in the checkout's root.
+    let root = checkout.join("../..");
+    let dir = match std::path::Path::new(&dir) {
+        d if d.is_relative() => root.join(d),
+        d => d.to_path_buf(),
+    };
+    let shown = std::env::var("PRECISE_TTL_ARTIFACT_DIR").unwrap_or_default();
     let json = serde_json::json!({
         "name": name,
         "revision": precise_ttl_bench_driver::Revision::of_checkout(checkout),
         "command": format!(
-            "PRECISE_TTL_ARTIFACT_DIR={} cargo test -p precise-ttl-cli --test it -- {test} --exact",
-            std::path::Path::new(&dir).display()
+            "PRECISE_TTL_ARTIFACT_DIR={shown} cargo test -p precise-ttl-cli --test it -- {test} --exact"
         ),
         "daemon_build": if cfg!(debug_assertions) { "debug" } else { "release" },
         "figures": figures,
