@@ -187,9 +187,6 @@ async fn fleet<P: Partitioning + ?Sized>(
     }
     let lease_table =
         LeaseTable::open(dynamo.clone(), &args.fleet.table.lease_table, table, index).await?;
-    let keys = (0..partitioning.lanes())
-        .map(|lane| partitioning.lane_name(lane))
-        .collect();
     let worker = match &args.fleet.worker_id {
         Some(id) => id.clone(),
         None => format!(
@@ -201,13 +198,11 @@ async fn fleet<P: Partitioning + ?Sized>(
             std::process::id()
         ),
     };
+    let config = LeaseConfig::new(worker, args.fleet.lease_duration);
     Ok(Some(Arc::new(
-        Leases::new(
-            Arc::new(lease_table),
-            keys,
-            LeaseConfig::new(worker, args.fleet.lease_duration),
-        )
-        .with_handle(handle.clone()),
+        lease_table
+            .worker_leases(partitioning, config)
+            .with_handle(handle.clone()),
     )))
 }
 
@@ -221,16 +216,10 @@ async fn serve_and_run<S: ExpiryStore, C: Clock>(
     where_metrics: &str,
     leases: Fleet,
 ) -> anyhow::Result<DaemonReport> {
-    let daemon = match &leases {
-        Some(l) => daemon.with_ownership(l.usable()),
-        None => daemon,
-    };
     println!(
         "precise-ttl run: table {table:?}, {what}, poll every {:?}, read ahead {:?}{where_metrics}",
         args.poll_interval, args.horizon
     );
-    let mut beating = leases.map(|l| l.start());
-    let lease_failure = beating.as_mut().and_then(|b| b.failure());
     let run_for = args.run_for;
     let shutdown = async move {
         tokio::select! {
@@ -241,19 +230,8 @@ async fn serve_and_run<S: ExpiryStore, C: Clock>(
                     None => std::future::pending().await,
                 }
             } => {}
-            // A lease table that vanished or refuses access stops the worker, as a fatal store
-            // error does.
-            Some(Ok(_)) = async {
-                match lease_failure {
-                    Some(failure) => Some(failure.await),
-                    None => std::future::pending().await,
-                }
-            } => {}
         }
     };
-    let report = daemon.run(shutdown).await;
-    if let Some(beating) = beating {
-        beating.stop().await;
-    }
+    let report = precise_ttl_engine::worker::run_worker(daemon, leases, shutdown).await;
     Ok(report?)
 }

@@ -11,8 +11,9 @@ use crate::table::TableShape;
 use aws_sdk_dynamodb::types::AttributeValue;
 use precise_ttl_core::ErrorClass;
 use precise_ttl_core::lease::LeaseRecord;
+use precise_ttl_engine::Partitioning;
 use precise_ttl_engine::StoreError;
-use precise_ttl_engine::lease::LeaseStore;
+use precise_ttl_engine::lease::{LeaseConfig, LeaseStore, Leases};
 use std::collections::HashMap;
 
 pub const DEFAULT_LEASE_TABLE: &str = "precise-ttl-leases";
@@ -63,6 +64,18 @@ impl LeaseTable {
             name: name.to_string(),
             scope: format!("{table}/{index}"),
         })
+    }
+
+    /// One worker's leases over every lane of `partitioning` (lane `i` keyed by its lane name).
+    pub fn worker_leases<P: Partitioning + ?Sized>(
+        self,
+        partitioning: &P,
+        config: LeaseConfig,
+    ) -> Leases<LeaseTable> {
+        let keys = (0..partitioning.lanes())
+            .map(|lane| partitioning.lane_name(lane))
+            .collect();
+        Leases::new(std::sync::Arc::new(self), keys, config)
     }
 
     /// Every lease of this scope, with when each was last written.

@@ -2,6 +2,7 @@
 //! feeds the matching metric, so a report and `/metrics` cannot disagree.
 
 use crate::metrics as m;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 #[derive(Debug, Default)]
@@ -11,6 +12,19 @@ pub(crate) struct Counters {
     errors: AtomicU64,
     throttled: AtomicU64,
     queries: AtomicU64,
+    /// Lag of each delete of ours, in ms (`None` until the first).
+    lags: Mutex<Option<hdrhistogram::Histogram<u64>>>,
+}
+
+/// Lag percentiles of a run's deletes, in ms from each item's TTL to the acknowledgement of its
+/// delete (3 significant digits).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LagSummary {
+    pub count: u64,
+    pub p50_ms: u64,
+    pub p90_ms: u64,
+    pub p99_ms: u64,
+    pub max_ms: u64,
 }
 
 /// A reading of [`Counters`].
@@ -42,6 +56,29 @@ impl Counters {
     pub fn throttled(&self) {
         self.throttled.fetch_add(1, Ordering::Relaxed);
         metrics::counter!(m::THROTTLED).increment(1);
+    }
+
+    /// A delete of ours acknowledged `lag_ms` after the item's TTL.
+    pub fn lag(&self, lag_ms: u64) {
+        metrics::histogram!(m::LAG_SECONDS).record(lag_ms as f64 / 1000.0);
+        let mut lags = self.lags.lock().unwrap_or_else(|p| p.into_inner());
+        let h = lags.get_or_insert_with(|| {
+            hdrhistogram::Histogram::new(3).expect("3 significant digits is a valid precision")
+        });
+        // `record` grows the histogram; it fails only for values beyond u64 range.
+        let _ = h.record(lag_ms);
+    }
+
+    pub fn lag_summary(&self) -> Option<LagSummary> {
+        let lags = self.lags.lock().unwrap_or_else(|p| p.into_inner());
+        let h = lags.as_ref()?;
+        Some(LagSummary {
+            count: h.len(),
+            p50_ms: h.value_at_quantile(0.5),
+            p90_ms: h.value_at_quantile(0.9),
+            p99_ms: h.value_at_quantile(0.99),
+            max_ms: h.max(),
+        })
     }
 
     /// An index query sent by `reader` (`head`, `backlog` or `sweep`).

@@ -25,10 +25,12 @@ pub mod retry;
 pub mod skew;
 pub mod store;
 pub mod sweep;
+pub mod worker;
 
 #[cfg(feature = "test-util")]
 pub use clock::TokioClock;
 pub use clock::{Clock, SystemClock};
+pub use counters::LagSummary;
 pub use daemon::{
     Daemon, DaemonConfig, DaemonError, DaemonHandle, DaemonReport, DaemonStatus, Health,
 };

@@ -234,7 +234,10 @@ async fn status_shows_what_is_due_per_shard() {
     assert_eq!(json["shards"][3]["next"].as_array().unwrap().len(), 1);
     // Measured against the store's clock as this host estimates it: the host's clock held back
     // by its lead bound (up to a second or so early in a process), so a little under 60 s.
-    assert!(json["watermark_delay_seconds"].as_f64().unwrap() >= 58.0, "{json}");
+    assert!(
+        json["watermark_delay_seconds"].as_f64().unwrap() >= 58.0,
+        "{json}"
+    );
     precise_ttl()
         .args(["status", "--table", &table.name])
         .assert()

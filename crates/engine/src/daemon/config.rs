@@ -81,6 +81,8 @@ pub struct DaemonReport {
     pub queries: u64,
     /// Every due item with TTL ≤ this is known deleted (`None`: no complete read yet).
     pub watermark: Option<Timestamp>,
+    /// Lag of this run's deletes (`None`: nothing deleted).
+    pub lag: Option<crate::counters::LagSummary>,
 }
 
 #[derive(Debug, Error)]

@@ -144,8 +144,9 @@ fn settle<S: ExpiryStore, C: Clock>(
             Ok(DeleteOutcome::Deleted) => {
                 drop(pending);
                 shared.counters.deleted();
-                let lag = acked.millis_since(work.item.expiry.at()).max(0) as f64 / 1000.0;
-                metrics::histogram!(m::LAG_SECONDS).record(lag);
+                shared
+                    .counters
+                    .lag(acked.millis_since(work.item.expiry.at()).max(0) as u64);
                 lock(&shared.aimd).on_success();
                 shared
                     .observer

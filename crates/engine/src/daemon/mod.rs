@@ -345,6 +345,7 @@ impl<S: ExpiryStore, C: Clock> Daemon<S, C> {
             throttled: c.throttled,
             queries: c.queries,
             watermark: shared.handle.status().watermark,
+            lag: shared.counters.lag_summary(),
         })
     }
 }

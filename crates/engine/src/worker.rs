@@ -1,0 +1,48 @@
+//! One worker's run, as `precise-ttl run` and the Lambda handler both make it: the daemon reads
+//! the shards its leases allow while the heartbeats run alongside; it stops when the caller's
+//! future completes or the lease table fails for good, and the leases are released once the
+//! deletes in flight have drained.
+
+use crate::clock::Clock;
+use crate::daemon::{Daemon, DaemonError, DaemonReport};
+use crate::lease::{LeaseStore, Leases};
+use crate::store::ExpiryStore;
+use std::future::Future;
+use std::sync::Arc;
+
+/// Runs `daemon` until `shutdown`; with `leases`, only on the shards they grant.
+pub async fn run_worker<S, C, L>(
+    daemon: Daemon<S, C>,
+    leases: Option<Arc<Leases<L>>>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<DaemonReport, DaemonError>
+where
+    S: ExpiryStore,
+    C: Clock,
+    L: LeaseStore,
+{
+    let daemon = match &leases {
+        Some(l) => daemon.with_ownership(l.usable()),
+        None => daemon,
+    };
+    let mut beating = leases.map(|l| l.start());
+    let lease_failure = beating.as_mut().and_then(|b| b.failure());
+    let stop = async move {
+        tokio::select! {
+            _ = shutdown => {}
+            // A lease table that vanished or refuses access stops the worker, as a fatal store
+            // error does.
+            Some(Ok(_)) = async {
+                match lease_failure {
+                    Some(failure) => Some(failure.await),
+                    None => std::future::pending().await,
+                }
+            } => {}
+        }
+    };
+    let report = daemon.run(stop).await;
+    if let Some(beating) = beating {
+        beating.stop().await;
+    }
+    report
+}

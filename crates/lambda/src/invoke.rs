@@ -1,0 +1,340 @@
+//! One invocation: settings resolved, the store and leases opened (riding out transient store
+//! trouble until the deadline), the worker run until the deadline minus the safety margin, and
+//! the report.
+
+use crate::config::{ConfigError, LambdaConfig};
+use crate::emf::{Document, Unit};
+use crate::event::{EventError, overrides};
+use precise_ttl_core::{ErrorClass, Timestamp};
+use precise_ttl_dynamodb::{AdapterError, ConnectOptions, Dynamo, DynamoStore, LeaseTable};
+use precise_ttl_engine::lease::LeaseConfig;
+use precise_ttl_engine::worker::run_worker;
+use precise_ttl_engine::{Clock, Daemon, DaemonError, LagSummary, SharedPartitioning, SystemClock};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use thiserror::Error;
+use tokio::time::Instant;
+
+/// Why an invocation failed. Misconfiguration fails fast with what to fix; transient store
+/// trouble is retried until the deadline and only then reported.
+#[derive(Debug, Error)]
+pub enum InvokeError {
+    #[error("bad event: {0}")]
+    Event(#[from] EventError),
+    #[error("bad configuration: {0}")]
+    Config(#[from] ConfigError),
+    #[error("cannot build the DynamoDB client: {0}")]
+    Client(String),
+    #[error("{0}")]
+    Store(#[from] AdapterError),
+    #[error("{0}")]
+    Daemon(#[from] DaemonError),
+    #[error(
+        "the invocation has {remaining_ms} ms left, less than the safety margin of {margin_ms} ms: raise the function's timeout or lower PRECISE_TTL_SAFETY_MARGIN"
+    )]
+    TooShort { remaining_ms: i64, margin_ms: u128 },
+}
+
+/// What an invocation returns (and logs).
+#[derive(Debug, Clone, Serialize)]
+pub struct InvocationReport {
+    pub request_id: String,
+    pub worker: String,
+    pub table: String,
+    pub deleted: u64,
+    pub skipped: u64,
+    pub errors: u64,
+    pub throttled: u64,
+    pub queries: u64,
+    /// Epoch seconds: every due item with a TTL at or before it is known deleted (`None`: no
+    /// complete read in this invocation).
+    pub watermark: Option<f64>,
+    pub watermark_delay_seconds: Option<f64>,
+    /// Lag of this invocation's deletes, TTL to acknowledgement.
+    pub lag: Option<Lag>,
+    /// From the handler's start to its report.
+    pub ran_ms: u64,
+    /// The first invocation of this execution environment.
+    pub cold_start: bool,
+    /// For a cold start: from process start to the first invocation's handler.
+    pub init_ms: Option<u64>,
+    /// The process's peak resident memory so far (Linux), MB.
+    pub max_rss_mb: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Lag {
+    pub count: u64,
+    pub p50_ms: u64,
+    pub p90_ms: u64,
+    pub p99_ms: u64,
+    pub max_ms: u64,
+}
+
+impl From<LagSummary> for Lag {
+    fn from(l: LagSummary) -> Self {
+        Lag {
+            count: l.count,
+            p50_ms: l.p50_ms,
+            p90_ms: l.p90_ms,
+            p99_ms: l.p99_ms,
+            max_ms: l.max_ms,
+        }
+    }
+}
+
+/// What lives as long as the execution environment: the client (built once, at cold start), the
+/// environment variables and the default worker id.
+#[derive(Debug)]
+pub struct Environment {
+    dynamo: Result<Dynamo, String>,
+    env: BTreeMap<String, String>,
+    worker: String,
+    cold: AtomicBool,
+    init: Duration,
+}
+
+impl Environment {
+    /// `env`: the process environment; `started`: when the process started.
+    pub async fn new(env: BTreeMap<String, String>, started: Instant) -> Environment {
+        let dynamo = Dynamo::connect(&ConnectOptions {
+            endpoint_url: env.get("PRECISE_TTL_ENDPOINT_URL").cloned(),
+            ..ConnectOptions::default()
+        })
+        .await
+        .map_err(|e| e.to_string());
+        // One log stream per execution environment: a stable name for its leases, so an
+        // environment's next invocation takes its own leases back at once.
+        let worker = env
+            .get("AWS_LAMBDA_LOG_STREAM_NAME")
+            .cloned()
+            .unwrap_or_else(|| format!("lambda-{}", std::process::id()));
+        Environment {
+            dynamo,
+            env,
+            worker,
+            cold: AtomicBool::new(true),
+            init: started.elapsed(),
+        }
+    }
+
+    /// Runs one invocation until `deadline_ms` (epoch ms) minus the safety margin.
+    pub async fn invoke(
+        &self,
+        event: &serde_json::Value,
+        request_id: &str,
+        deadline_ms: u64,
+    ) -> Result<InvocationReport, InvokeError> {
+        let began = Instant::now();
+        let cold = self.cold.swap(false, Ordering::Relaxed);
+        let config = LambdaConfig::resolve(&self.env, &overrides(event)?)?;
+        let dynamo = self.dynamo.clone().map_err(InvokeError::Client)?;
+        let remaining_ms = deadline_ms as i64 - SystemClock.now().as_millis();
+        let run_ms = remaining_ms - config.safety_margin.as_millis() as i64;
+        if run_ms <= 0 {
+            return Err(InvokeError::TooShort {
+                remaining_ms,
+                margin_ms: config.safety_margin.as_millis(),
+            });
+        }
+        let stop_at = began + Duration::from_millis(run_ms as u64);
+        let worker = config
+            .worker_id
+            .clone()
+            .unwrap_or_else(|| self.worker.clone());
+
+        let Some((store, leases)) = until_open(stop_at, || async {
+            let store = DynamoStore::open(dynamo.clone(), &config.table, config.layout.clone())
+                .await?
+                .with_delete_mode(config.delete_mode);
+            let leases = match &config.lease_table {
+                None => None,
+                Some(name) => {
+                    let table = LeaseTable::open(
+                        dynamo.clone(),
+                        name,
+                        &config.table,
+                        &config.layout.index_name,
+                    )
+                    .await?;
+                    let lease = LeaseConfig::new(worker.clone(), config.lease_duration);
+                    Some(Arc::new(table.worker_leases(&config.layout.shards, lease)))
+                }
+            };
+            Ok((store, leases))
+        })
+        .await?
+        else {
+            // The store stayed unreachable for the whole invocation: nothing deleted.
+            return Ok(self.report(
+                request_id,
+                &worker,
+                &config,
+                Default::default(),
+                began,
+                cold,
+            ));
+        };
+        let shards: SharedPartitioning<_> = Arc::new(config.layout.shards);
+        let daemon = Daemon::new(
+            Arc::new(store),
+            dynamo.store_clock.clone(),
+            shards,
+            config.daemon.clone(),
+        );
+        let report = run_worker(daemon, leases, tokio::time::sleep_until(stop_at)).await?;
+        Ok(self.report(request_id, &worker, &config, report, began, cold))
+    }
+
+    fn report(
+        &self,
+        request_id: &str,
+        worker: &str,
+        config: &LambdaConfig,
+        r: precise_ttl_engine::DaemonReport,
+        began: Instant,
+        cold: bool,
+    ) -> InvocationReport {
+        let now = SystemClock.now();
+        InvocationReport {
+            request_id: request_id.to_string(),
+            worker: worker.to_string(),
+            table: config.table.clone(),
+            deleted: r.deleted,
+            skipped: r.skipped,
+            errors: r.errors,
+            throttled: r.throttled,
+            queries: r.queries,
+            watermark: r.watermark.map(Timestamp::as_secs_f64),
+            watermark_delay_seconds: r
+                .watermark
+                .map(|w| now.millis_since(w).max(0) as f64 / 1000.0),
+            lag: r.lag.map(Lag::from),
+            ran_ms: began.elapsed().as_millis() as u64,
+            cold_start: cold,
+            init_ms: cold.then_some(self.init.as_millis() as u64),
+            max_rss_mb: peak_rss_mb(),
+        }
+    }
+}
+
+/// Opens what the invocation needs, retrying transient failures (unreachable, throttled, 5xx)
+/// until `stop_at`; `None` if the store never answered in time. Misconfiguration fails at once.
+async fn until_open<T, F, Fut>(stop_at: Instant, mut open: F) -> Result<Option<T>, InvokeError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, AdapterError>>,
+{
+    let backoff = precise_ttl_core::Backoff {
+        base: Duration::from_millis(200),
+        cap: Duration::from_secs(1),
+        max_attempts: u32::MAX,
+    };
+    let mut failures = 0u32;
+    loop {
+        match open().await {
+            Ok(t) => return Ok(Some(t)),
+            Err(e) if matches!(e.class(), ErrorClass::Transient | ErrorClass::Throttled) => {
+                failures = failures.saturating_add(1);
+                tracing::warn!(error = %e, attempts = failures, "the store is not reachable yet; retrying");
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let next = Instant::now() + backoff.delay(failures, fastrand_f64());
+        if next >= stop_at {
+            return Ok(None);
+        }
+        tokio::time::sleep_until(next).await;
+    }
+}
+
+/// Jitter without a random-number dependency of our own: the sub-second nanoseconds of now.
+fn fastrand_f64() -> f64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    f64::from(nanos) / 1e9
+}
+
+/// VmHWM of this process, from /proc (Linux; `None` elsewhere).
+fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb / 1024.0)
+}
+
+/// The invocation's metrics as EMF documents, under the names `/metrics` uses: the counts of
+/// this invocation, the watermark delay at its end, and the lag as percentiles (dimension
+/// `statistic`).
+pub fn emf_documents(
+    report: &InvocationReport,
+    function: &str,
+    timestamp_ms: u64,
+) -> Vec<Document> {
+    use precise_ttl_engine::metrics as m;
+    let dims = |extra: Option<(&str, &str)>| {
+        let mut d = vec![("function".to_string(), function.to_string())];
+        if let Some((k, v)) = extra {
+            d.push((k.to_string(), v.to_string()));
+        }
+        d
+    };
+    let mut metrics = vec![
+        (m::DELETED.to_string(), Unit::Count, report.deleted as f64),
+        (m::SKIPPED.to_string(), Unit::Count, report.skipped as f64),
+        (m::ERRORS.to_string(), Unit::Count, report.errors as f64),
+        (
+            m::THROTTLED.to_string(),
+            Unit::Count,
+            report.throttled as f64,
+        ),
+        (m::QUERIES.to_string(), Unit::Count, report.queries as f64),
+    ];
+    if let Some(delay) = report.watermark_delay_seconds {
+        metrics.push((m::WATERMARK_DELAY.to_string(), Unit::Seconds, delay));
+    }
+    let properties = vec![
+        ("requestId".to_string(), report.request_id.clone().into()),
+        ("table".to_string(), report.table.clone().into()),
+        ("worker".to_string(), report.worker.clone().into()),
+    ];
+    let mut docs = vec![Document {
+        namespace: "precise-ttl".into(),
+        timestamp_ms,
+        dimensions: dims(None),
+        metrics,
+        properties: properties.clone(),
+    }];
+    if let Some(lag) = report.lag {
+        for (statistic, ms) in [
+            ("p50", lag.p50_ms),
+            ("p90", lag.p90_ms),
+            ("p99", lag.p99_ms),
+            ("max", lag.max_ms),
+        ] {
+            docs.push(Document {
+                namespace: "precise-ttl".into(),
+                timestamp_ms,
+                dimensions: dims(Some(("statistic", statistic))),
+                metrics: vec![(
+                    m::LAG_SECONDS.to_string(),
+                    Unit::Seconds,
+                    ms as f64 / 1000.0,
+                )],
+                properties: properties.clone(),
+            });
+        }
+    }
+    docs
+}

@@ -1,0 +1,60 @@
+//! `precise-ttl-lambda` (packaged as `bootstrap`): builds the client once per execution
+//! environment, then serves invocations through the Lambda Runtime API. Logs are JSON lines;
+//! each invocation's metrics follow its report as CloudWatch EMF lines on standard output.
+
+use lambda_runtime::{LambdaEvent, service_fn};
+use precise_ttl_lambda::Environment;
+use precise_ttl_lambda::invoke::emf_documents;
+use std::sync::Arc;
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    let started = tokio::time::Instant::now();
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_current_span(false)
+        .init();
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let function = env
+        .get("AWS_LAMBDA_FUNCTION_NAME")
+        .cloned()
+        .unwrap_or_else(|| "precise-ttl".into());
+    let environment = Arc::new(Environment::new(env, started).await);
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| {
+        let environment = Arc::clone(&environment);
+        let function = function.clone();
+        async move {
+            let (payload, context) = event.into_parts();
+            // Boxed: the daemon's future is too deep to nest in the runtime's layout unboxed.
+            let invocation =
+                Box::pin(environment.invoke(&payload, &context.request_id, context.deadline));
+            match invocation.await {
+                Ok(report) => {
+                    let now_ms = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.as_millis() as u64)
+                        .unwrap_or(0);
+                    for doc in emf_documents(&report, &function, now_ms) {
+                        println!("{}", doc.line());
+                    }
+                    tracing::info!(
+                        deleted = report.deleted,
+                        skipped = report.skipped,
+                        errors = report.errors,
+                        "invocation done"
+                    );
+                    Ok(report)
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "invocation failed");
+                    Err(lambda_runtime::Error::from(e.to_string()))
+                }
+            }
+        }
+    }))
+    .await
+}
