@@ -1,6 +1,7 @@
 //! What a benchmark run is asked to do.
 
 use crate::fleet::FleetPlan;
+use crate::lambda_run::LambdaPlan;
 use crate::revision::Revision;
 use precise_ttl_core::{TtlLayout, WindowFormat, WindowSpec};
 use precise_ttl_dynamodb::DeleteMode;
@@ -46,6 +47,8 @@ pub struct BenchConfig {
     /// Several workers sharing the table through leases, and what happens to them (`None`: one
     /// plain `run`).
     pub fleet: Option<FleetPlan>,
+    /// Scheduled invocations of the Lambda function instead of `run` (`None`: the daemon).
+    pub lambda: Option<LambdaPlan>,
     /// The command line that asked for this run, recorded in the report.
     pub argv: Vec<String>,
     /// The source revision of the binary, recorded in the report.
@@ -108,6 +111,7 @@ impl BenchConfig {
             delete_mode: DeleteMode::Batch,
             daemon,
             fleet: None,
+            lambda: None,
             argv: Vec::new(),
             revision: Revision::Unknown,
         }

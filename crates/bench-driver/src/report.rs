@@ -3,6 +3,7 @@
 
 use crate::error::BenchError;
 use crate::fleet::FleetReport;
+use crate::lambda_run::LambdaReport;
 use crate::raw::RawRates;
 use crate::revision::Revision;
 use crate::usage::Usage;
@@ -51,6 +52,9 @@ pub struct Summary {
     /// and `sweeper_peak_rss_mb` are then the first worker's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fleet: Option<FleetReport>,
+    /// In Lambda mode: every invocation's record and report, and the lag at the boundaries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lambda: Option<LambdaReport>,
 }
 
 /// What [`crate::run`] measured.
@@ -103,6 +107,7 @@ pub(crate) fn summarize(
     report: Report,
     m: &Measured,
     fleet: Option<FleetReport>,
+    lambda: Option<LambdaReport>,
 ) -> BenchRun {
     let deleted = report.counts.deleted.max(1) as f64;
     let summary = Summary {
@@ -133,6 +138,7 @@ pub(crate) fn summarize(
         }),
         report,
         fleet,
+        lambda,
     };
     let markdown = markdown(&summary, m);
     BenchRun { summary, markdown }
@@ -206,6 +212,52 @@ fn markdown(s: &Summary, m: &Measured) -> String {
     md.push_str(&report.to_markdown());
     if let Some(f) = &s.fleet {
         md.push_str(&fleet_markdown(f));
+    }
+    if let Some(l) = &s.lambda {
+        md.push_str(&lambda_markdown(l));
+    }
+    md
+}
+
+fn lambda_markdown(l: &LambdaReport) -> String {
+    let mut md = format!(
+        "\n#### Lambda: {} invocations of {} ms, one every {} ms\n\n| invocation | environment | started (ms after the first) | ran (ms) | deleted | lag p99 / max (ms) | init, spawn to first poll (ms) | peak RSS (MB) |\n|---|---|---|---|---|---|---|---|\n",
+        l.invocations.len(),
+        l.length_ms,
+        l.every_ms
+    );
+    let first = l.starts_ms.first().copied().unwrap_or(0);
+    for r in &l.invocations {
+        let ok = r.result.as_ref().ok();
+        let field = |k: &str| ok.map(|v| v[k].to_string()).unwrap_or_else(|| "—".into());
+        let lag = ok
+            .map(|v| format!("{} / {}", v["lag"]["p99_ms"], v["lag"]["max_ms"]))
+            .unwrap_or_else(|| "—".into());
+        md.push_str(&format!(
+            "| {} | {}{} | {} | {} | {} | {lag} | {} | {} |\n",
+            r.request_id,
+            r.environment,
+            if r.cold { " (cold)" } else { "" },
+            r.started_ms - first,
+            field("ran_ms"),
+            field("deleted"),
+            r.init_ms.map_or("—".into(), |ms| ms.to_string()),
+            ok.and_then(|v| v["max_rss_mb"].as_f64())
+                .map_or("—".into(), |m| format!("{m:.1}")),
+        ));
+    }
+    md.push_str(&format!(
+        "\nDeleted as the invocations reported them: {}.\n\n| boundary (ms after the first start) | items due from 2 s before to 4 s after | lag p99 / max (ms) |\n|---|---|---|\n",
+        l.reported_deleted
+    ));
+    for b in &l.boundaries {
+        md.push_str(&format!(
+            "| {} | {} | {} / {} |\n",
+            b.at_ms - first,
+            b.items,
+            b.p99_ms,
+            b.max_ms
+        ));
     }
     md
 }

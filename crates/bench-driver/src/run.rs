@@ -5,6 +5,8 @@ use crate::daemon;
 use crate::error::BenchError;
 use crate::fleet::{Fleet, FleetPlan, fill_lags};
 use crate::items::ItemWriter;
+use crate::lambda::Function;
+use crate::lambda_run::{LambdaRun, fill_boundaries};
 use crate::load::{create_bare, create_blog_index, extend_ttls, put_all, scan_keys};
 use crate::observe::{Observer, calibrate};
 use crate::plan;
@@ -16,6 +18,7 @@ use precise_ttl_bench::Inputs;
 use precise_ttl_dynamodb::stream::enable_keys_stream;
 use precise_ttl_dynamodb::{Dynamo, SetupOptions, setup};
 use precise_ttl_engine::{Clock, SystemClock};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Runs the scenario on a fresh table at `endpoint` (which `dynamo` talks to; the daemon child
@@ -157,14 +160,24 @@ async fn run_on(
         .saturating_add(config.grace);
     let give_up = judge_at.saturating_add(config.timeout);
     let run_started = clock.now();
-    let mut fleet = start_fleet(config, table, endpoint, first.as_millis())?;
+    let mut fleet = match config.lambda {
+        None => Some(start_fleet(config, table, endpoint, first.as_millis())?),
+        Some(_) => None,
+    };
+    let mut lambda = config.lambda.clone().map(|plan| {
+        LambdaRun::new(
+            plan,
+            lambda_function(config, table, endpoint),
+            run_started.as_millis(),
+        )
+    });
     let extender = tokio::spawn(extend_ttls(
         dynamo.clone(),
         table.to_string(),
         items.clone(),
         main.extensions,
     ));
-    let sampler = UsageSampler::start(fleet.first_pid().unwrap_or(0));
+    let sampler = UsageSampler::start(fleet.as_ref().and_then(|f| f.first_pid()).unwrap_or(0));
     progress.event(Event::Sweeping { expected: total });
     let watched = async {
         loop {
@@ -179,20 +192,43 @@ async fn run_on(
             {
                 return Ok(());
             }
-            fleet.check_running()?;
-            fleet.tick(now.as_millis()).await?;
+            if let Some(fleet) = &mut fleet {
+                fleet.check_running()?;
+                fleet.tick(now.as_millis()).await?;
+            }
+            if let Some(lambda) = &mut lambda {
+                lambda
+                    .tick(now.as_millis())
+                    .await
+                    .map_err(BenchError::DaemonIo)?;
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     };
     let watched: Result<(), BenchError> = watched.await;
     if let Err(e) = watched {
-        let _ = fleet.stop(clock.now().as_millis()).await;
+        if let Some(fleet) = fleet {
+            let _ = fleet.stop(clock.now().as_millis()).await;
+        }
+        if let Some(lambda) = lambda {
+            lambda.finish().await;
+        }
         extender.abort();
         return Err(e);
     }
     // Scrape while the workers still run: their counters die with them.
-    let capacity = fleet.capacity().await;
-    let (mut fleet_report, failed, shutdown) = fleet.stop(clock.now().as_millis()).await?;
+    let (capacity, mut fleet_report, failed, shutdown) = match fleet {
+        Some(fleet) => {
+            let capacity = fleet.capacity().await;
+            let (report, failed, shutdown) = fleet.stop(clock.now().as_millis()).await?;
+            (capacity, Some(report), failed, shutdown)
+        }
+        None => (None, None, None, Duration::ZERO),
+    };
+    let mut lambda_report = match lambda {
+        Some(lambda) => Some(lambda.finish().await),
+        None => None,
+    };
     let run_ended = clock.now();
     let usage = sampler.stop();
     progress.event(Event::SweepFinished);
@@ -222,20 +258,58 @@ async fn run_on(
         observer_delay_ms,
     };
     let report = precise_ttl_bench::analyze(&inputs);
-    let fleet = config.fleet.as_ref().map(|_| {
-        // Each expired item's TTL and lag, back from its point on the scatter plot.
-        let lags: Vec<(i64, i64)> = report
-            .lag_points
-            .iter()
-            .map(|p| {
-                let seen = inputs.run_started_ms + (p.t_s * 1000.0).round() as i64;
-                (seen - p.lag_ms, p.lag_ms)
-            })
-            .collect();
-        fill_lags(&mut fleet_report, &lags);
-        fleet_report
-    });
-    Ok(summarize(config, report, &measured, fleet))
+    // Each expired item's TTL and lag, back from its point on the scatter plot.
+    let lags: Vec<(i64, i64)> = report
+        .lag_points
+        .iter()
+        .map(|p| {
+            let seen = inputs.run_started_ms + (p.t_s * 1000.0).round() as i64;
+            (seen - p.lag_ms, p.lag_ms)
+        })
+        .collect();
+    let fleet = match (&config.fleet, fleet_report.as_mut()) {
+        (Some(_), Some(f)) => {
+            fill_lags(f, &lags);
+            fleet_report
+        }
+        _ => None,
+    };
+    if let Some(l) = lambda_report.as_mut() {
+        fill_boundaries(l, &lags);
+    }
+    Ok(summarize(config, report, &measured, fleet, lambda_report))
+}
+
+/// The function as a deploy template would configure it for the bench table.
+fn lambda_function(config: &BenchConfig, table: &str, endpoint: &str) -> Function {
+    let layout = &config.layout;
+    Function {
+        program: PathBuf::new(),
+        name: "precise-ttl-bench".into(),
+        memory_mb: 256,
+        variables: vec![
+            ("PRECISE_TTL_TABLE".into(), table.into()),
+            (
+                "PRECISE_TTL_TTL_ATTRIBUTE".into(),
+                layout.ttl_attribute.clone(),
+            ),
+            (
+                "PRECISE_TTL_SHARD_ATTRIBUTE".into(),
+                layout.shard_attribute.clone(),
+            ),
+            ("PRECISE_TTL_INDEX_NAME".into(), layout.index_name.clone()),
+            ("PRECISE_TTL_SHARDS".into(), layout.shards.get().to_string()),
+            (
+                "PRECISE_TTL_POLL_INTERVAL".into(),
+                format!("{}ms", config.poll_interval.as_millis()),
+            ),
+            (
+                "PRECISE_TTL_DELETE_MODE".into(),
+                config.delete_mode_name().into(),
+            ),
+            ("AWS_ENDPOINT_URL_DYNAMODB".into(), endpoint.into()),
+        ],
+    }
 }
 
 /// The workers: one plain `run` without a fleet plan, else the plan's workers with their ids

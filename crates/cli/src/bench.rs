@@ -7,7 +7,7 @@ use crate::wiring::Outcome;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use precise_ttl_bench_driver::{
-    BenchConfig, BenchIndex, DaemonCommand, Event, FleetPlan, Progress, Revision,
+    BenchConfig, BenchIndex, DaemonCommand, Event, FleetPlan, LambdaPlan, Progress, Revision,
 };
 use precise_ttl_dynamodb::{Dynamo, DynamoDbLocal};
 use std::io::IsTerminal;
@@ -114,6 +114,14 @@ pub async fn run(global: &Global, args: &BenchArgs) -> anyhow::Result<Outcome> {
         config.seed = seed;
     }
     config.poll_interval = args.poll_interval;
+    if let Some(program) = &args.lambda {
+        config.lambda = Some(LambdaPlan {
+            program: program.clone(),
+            invocations: args.invocations,
+            length: args.invocation_length,
+            every: args.invocation_every,
+        });
+    }
     if let Some(workers) = args.workers {
         config.fleet = Some(
             FleetPlan::new(workers.into(), args.lease_duration, args.events.clone())

@@ -471,4 +471,24 @@ pub struct BenchArgs {
     #[arg(long = "event", value_name = "AT:WHAT[:N]", requires = "workers",
           value_parser = |s: &str| s.parse::<precise_ttl_bench_driver::FleetEvent>())]
     pub events: Vec<precise_ttl_bench_driver::FleetEvent>,
+
+    /// Measure the Lambda function instead of `run`: scheduled invocations of this
+    /// `precise-ttl-lambda` binary on a local Lambda Runtime API (a new process when every
+    /// running one is busy, as Lambda starts a new execution environment)
+    #[arg(long, value_name = "PATH", conflicts_with = "workers")]
+    pub lambda: Option<PathBuf>,
+
+    /// Lambda mode: how many invocations
+    #[arg(long, default_value_t = 3, requires = "lambda",
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub invocations: u32,
+
+    /// Lambda mode: each invocation's timeout (it stops a safety margin, 2 s, before)
+    #[arg(long, default_value = "20s", value_parser = crate::args::duration, requires = "lambda")]
+    pub invocation_length: Duration,
+
+    /// Lambda mode: between the starts of consecutive invocations (shorter than the length:
+    /// they overlap, as the deploy template's one-minute schedule and 65 s timeout make them)
+    #[arg(long, default_value = "16s", value_parser = crate::args::duration, requires = "lambda")]
+    pub invocation_every: Duration,
 }
