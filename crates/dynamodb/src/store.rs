@@ -155,13 +155,19 @@ impl<P: IndexPartition> DynamoStore<P> {
     }
 }
 
-/// `DELETE FROM "t" WHERE "pk" = ? [AND "sk" = ?] AND <the expiry rule>`
+/// `DELETE FROM "t" WHERE "pk" = ? [AND "sk" = ?] AND <the expiry rule> RETURNING ALL OLD *`
+///
+/// A PartiQL `DELETE` of an item that is already gone succeeds with nothing deleted (unlike a
+/// conditional `DeleteItem`, whose condition fails); `RETURNING ALL OLD *` tells the two apart:
+/// a statement that deleted nothing returns no item. Without it, two workers (or overlapping
+/// Lambda invocations) deleting one item would both count it.
 fn partiql_delete(table: &str, key_names: &[String], ttl: &str) -> String {
     let mut sql = format!("DELETE FROM {} WHERE ", due_rule::partiql_identifier(table));
     for name in key_names {
         sql.push_str(&format!("{} = ? AND ", due_rule::partiql_identifier(name)));
     }
     sql.push_str(&due_rule::partiql_condition(ttl));
+    sql.push_str(" RETURNING ALL OLD *");
     sql
 }
 
@@ -369,6 +375,10 @@ impl<P: IndexPartition> ExpiryStore for DynamoStore<P> {
                 let responses = out.responses();
                 (0..keys.len())
                     .map(|i| match responses.get(i).and_then(|r| r.error()) {
+                        // No old item: it was already gone, deleted by someone else.
+                        None if responses.get(i).is_some_and(|r| r.item().is_none()) => {
+                            Ok(DeleteOutcome::NotDue)
+                        }
                         None if i < responses.len() => Ok(DeleteOutcome::Deleted),
                         None => Err(StoreError::new(
                             ErrorClass::Transient,
@@ -516,7 +526,7 @@ mod tests {
         assert_eq!(
             partiql_delete("t", &["pk".into(), "sk".into()], "ttl"),
             "DELETE FROM \"t\" WHERE \"pk\" = ? AND \"sk\" = ? AND \
-             attribute_type(\"ttl\", 'N') AND \"ttl\" BETWEEN ? AND ?"
+             attribute_type(\"ttl\", 'N') AND \"ttl\" BETWEEN ? AND ? RETURNING ALL OLD *"
         );
     }
 }

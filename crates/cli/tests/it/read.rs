@@ -257,6 +257,21 @@ async fn the_delete_condition_the_partiql_delete_and_the_read_filter_agree() {
         for pk in &live {
             assert!(table.get(pk).await.is_some(), "{pk} survives {mode:?}");
         }
+        // Deleting the same keys again deletes nothing, and counts nothing as deleted: a PartiQL
+        // DELETE of a missing item succeeds, so only RETURNING ALL OLD * tells it apart.
+        let again = if mode == DeleteMode::Batch {
+            store.delete_many_if_due(&keys, window).await
+        } else {
+            let mut out = Vec::new();
+            for key in &keys {
+                out.push(store.delete_if_due(key, window).await);
+            }
+            out
+        };
+        assert!(
+            again.iter().all(|o| matches!(o, Ok(DeleteOutcome::NotDue))),
+            "{mode:?} counts a second delete as deleted: {again:?}"
+        );
         deleted_by.push(deleted);
     }
     assert_eq!(deleted_by[0], deleted_by[1]);
