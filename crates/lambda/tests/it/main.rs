@@ -134,3 +134,90 @@ async fn a_missing_table_fails_the_invocation_with_a_clear_message() {
         "{error}"
     );
 }
+
+/// Forwards connections on a port that opens only after `closed_for` (connection refused
+/// until then: the store unreachable at the start of an invocation) to `target`.
+async fn late_port(target: &'static str, closed_for: Duration) -> String {
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = probe.local_addr().unwrap();
+    drop(probe);
+    let target = target.trim_start_matches("http://").to_string();
+    tokio::spawn(async move {
+        tokio::time::sleep(closed_for).await;
+        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+        loop {
+            let Ok((mut inbound, _)) = listener.accept().await else {
+                return;
+            };
+            let target = target.clone();
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// The store unreachable for the first 3 s of an invocation: the function waits for it within
+/// the invocation (it does not fail), then deletes what is due.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invocation_rides_out_a_store_unreachable_at_its_start() {
+    use precise_ttl_bench_driver::ItemWriter;
+    use precise_ttl_bench_driver::items::epoch_seconds;
+    use precise_ttl_core::Timestamp;
+    let dynamo = Dynamo::local(local());
+    let table = format!("precise-ttl-lambda-it-{:08x}", fastrand::u32(..));
+    let layout = TtlLayout::default();
+    precise_ttl_bench_driver::load::create_bare(&dynamo, &table, "pk")
+        .await
+        .unwrap();
+    let options = precise_ttl_dynamodb::SetupOptions {
+        native_ttl: false,
+        poll_interval: Duration::from_millis(100),
+        ..Default::default()
+    };
+    precise_ttl_dynamodb::setup::setup(&dynamo, &table, &layout, &options)
+        .await
+        .unwrap();
+    let writer = ItemWriter::new("pk", &layout);
+    let now = Timestamp::from_millis(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64,
+    );
+    let items = (0..50)
+        .map(|i| {
+            let ttl = Timestamp::from_millis(now.as_millis() - 60_000 + i * 1_000);
+            writer.item(
+                &format!("due-{i}"),
+                Some(epoch_seconds(ttl)),
+                Some((i % 16) as u16),
+            )
+        })
+        .collect();
+    precise_ttl_bench_driver::put_all(&dynamo, &table, items, |_| {})
+        .await
+        .unwrap();
+
+    let endpoint = late_port(local(), Duration::from_secs(3)).await;
+    let mut lambda = LocalLambda::new(Function {
+        program: FUNCTION.into(),
+        name: "precise-ttl-it".into(),
+        memory_mb: 128,
+        variables: vec![
+            ("PRECISE_TTL_TABLE".into(), table.clone()),
+            ("AWS_ENDPOINT_URL_DYNAMODB".into(), endpoint),
+        ],
+    });
+    lambda
+        .invoke(serde_json::json!({}), Duration::from_secs(10))
+        .await
+        .unwrap();
+    let records = lambda.shut_down(Duration::from_secs(15)).await;
+    let report = records[0].result.as_ref().expect("the invocation succeeds");
+    assert_eq!(report["deleted"], 50, "{report}");
+    let _ = dynamo.query.delete_table().table_name(&table).send().await;
+}
