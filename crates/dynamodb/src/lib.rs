@@ -14,6 +14,7 @@ pub mod item;
 pub mod lease;
 pub mod local;
 pub mod read;
+pub mod record;
 pub mod scan;
 pub mod setup;
 pub mod status;
