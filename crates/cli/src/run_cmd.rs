@@ -29,6 +29,11 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
         IndexLayout::Sharded => None,
         IndexLayout::BlogWindow => Some(args.blog.options()?),
     };
+    if blog_options.is_some() && args.archive.archive.is_some() {
+        anyhow::bail!(
+            "--archive works with the sharded index only, not --index-layout blog-window"
+        );
+    }
     let handle = DaemonHandle::default();
     // Served before the store is reached: /healthz says "starting" meanwhile.
     let mut where_metrics = String::new();
@@ -69,7 +74,11 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
             };
             let what = format!("{} shards", layout.shards);
             let shards: SharedPartitioning<_> = Arc::new(layout.shards);
-            let store = Arc::new(store.with_delete_mode(mode));
+            let mut store = store.with_delete_mode(mode);
+            if let Some(sink) = args.archive.open()? {
+                store = store.with_archive(sink);
+            }
+            let store = Arc::new(store);
             let daemon = Daemon::new(store, dynamo.store_clock.clone(), shards, config)
                 .with_handle(handle.clone());
             serve_and_run(daemon, args, table, &what, &where_metrics, leases).await?

@@ -22,6 +22,11 @@ pub async fn run(global: &Global, args: &SweepArgs) -> anyhow::Result<Outcome> {
         ..SweepConfig::default()
     };
     if args.blog.index_layout == crate::args::IndexLayout::BlogWindow {
+        if args.archive.archive.is_some() {
+            anyhow::bail!(
+                "--archive works with the sharded index only, not --index-layout blog-window"
+            );
+        }
         let options = args.blog.options()?;
         let dynamo = crate::wiring::connect(global).await?;
         let clock = dynamo.store_clock.clone();
@@ -63,7 +68,10 @@ pub async fn run(global: &Global, args: &SweepArgs) -> anyhow::Result<Outcome> {
     }
     let dynamo = crate::wiring::connect(global).await?;
     let clock = dynamo.store_clock.clone();
-    let store = DynamoStore::open(dynamo, table, layout.clone()).await?;
+    let mut store = DynamoStore::open(dynamo, table, layout.clone()).await?;
+    if let Some(sink) = args.archive.open()? {
+        store = store.with_archive(sink);
+    }
     config.probe_strays = true;
     let started = Instant::now();
     let report = Sweeper::new(Arc::new(store), clock, Arc::new(layout.shards), config)

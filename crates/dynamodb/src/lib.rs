@@ -6,6 +6,7 @@
 
 pub mod backfill;
 pub mod blog;
+pub mod capture;
 pub mod checkpoint;
 pub mod connect;
 pub mod control;

@@ -8,6 +8,7 @@ use crate::item::ItemKey;
 use crate::table::TableShape;
 use aws_sdk_dynamodb::types::{
     AttributeValue, BatchStatementErrorCodeEnum, BatchStatementRequest, ReturnConsumedCapacity,
+    ReturnValue,
 };
 use precise_ttl_core::due_rule::{self, CONDITION_TOKENS};
 use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Shard, TtlLayout, WindowLabel};
@@ -83,6 +84,8 @@ pub struct DynamoStore<P: IndexPartition = Shard> {
     fallen_back: Arc<AtomicBool>,
     /// `Auto` only: whole batch calls answered with 5xx in a row.
     batch_5xx: Arc<AtomicU32>,
+    /// Inline capture: each delete returns the old image and its record goes here first.
+    archive: Option<crate::capture::Archive>,
     partition: PhantomData<fn() -> P>,
 }
 
@@ -130,12 +133,24 @@ impl<P: IndexPartition> DynamoStore<P> {
             statement,
             fallen_back: Arc::new(AtomicBool::new(false)),
             batch_5xx: Arc::new(AtomicU32::new(0)),
+            archive: None,
             partition: PhantomData,
         })
     }
 
     pub fn with_delete_mode(mut self, mode: DeleteMode) -> Self {
         self.mode = mode;
+        self
+    }
+
+    /// Captures every expiry delete's record into `sink` (`--archive`).
+    pub fn with_archive(mut self, sink: precise_ttl_archive::Sink) -> Self {
+        self.archive = Some(crate::capture::Archive::new(
+            sink,
+            &self.table,
+            &self.layout.ttl_attribute,
+            self.dynamo.store_clock.clone(),
+        ));
         self
     }
 
@@ -296,6 +311,7 @@ impl<P: IndexPartition> ExpiryStore for DynamoStore<P> {
                 number(window.until.to_epoch_seconds_text()),
             )
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .set_return_values(self.archive.as_ref().map(|_| ReturnValue::AllOld))
             .send()
             .await;
         match result {
@@ -304,6 +320,10 @@ impl<P: IndexPartition> ExpiryStore for DynamoStore<P> {
                     "delete",
                     out.consumed_capacity().and_then(|c| c.capacity_units()),
                 );
+                if let Some(archive) = &self.archive {
+                    let old = out.attributes.unwrap_or_default();
+                    archive.record(vec![(key.to_map(), old)]).await?;
+                }
                 Ok(DeleteOutcome::Deleted)
             }
             Err(e) => {
@@ -373,7 +393,7 @@ impl<P: IndexPartition> ExpiryStore for DynamoStore<P> {
                     .sum();
                 record_capacity("delete", Some(units));
                 let responses = out.responses();
-                (0..keys.len())
+                let outcomes: Vec<Result<DeleteOutcome, StoreError>> = (0..keys.len())
                     .map(|i| match responses.get(i).and_then(|r| r.error()) {
                         // No old item: it was already gone, deleted by someone else.
                         None if responses.get(i).is_some_and(|r| r.item().is_none()) => {
@@ -396,7 +416,32 @@ impl<P: IndexPartition> ExpiryStore for DynamoStore<P> {
                             )),
                         },
                     })
-                    .collect()
+                    .collect();
+                match &self.archive {
+                    None => outcomes,
+                    Some(archive) => {
+                        let deleted = keys
+                            .iter()
+                            .zip(&outcomes)
+                            .zip(responses)
+                            .filter(|((_, o), _)| matches!(o, Ok(DeleteOutcome::Deleted)))
+                            .map(|((k, _), r)| (k.to_map(), r.item().cloned().unwrap_or_default()))
+                            .collect();
+                        match archive.record(deleted).await {
+                            Ok(()) => outcomes,
+                            // Deleted but not recorded: the run must stop and say so.
+                            Err(e) => outcomes
+                                .into_iter()
+                                .map(|o| match o {
+                                    Ok(DeleteOutcome::Deleted) => {
+                                        Err(StoreError::new(e.class, e.message.clone()))
+                                    }
+                                    other => other,
+                                })
+                                .collect(),
+                        }
+                    }
+                }
             }
         }
     }

@@ -201,10 +201,38 @@ pub struct ScanSegments {
     pub segments: u32,
 }
 
+/// Where expiry records go (`sweep`, `run`).
+#[derive(Debug, Args)]
+pub struct ArchiveArg {
+    /// Keep a record of every item deleted: its last image, as a DynamoDB Streams REMOVE record
+    /// (docs/expiry-records.md). file://DIR: JSON Lines files, a new one every 64 MiB or 5 min,
+    /// each batch fsynced before its deletes count as done; -: standard output. A failing
+    /// archive stops deleting (sharded index only)
+    #[arg(long, env = "PRECISE_TTL_ARCHIVE", value_name = "URL",
+          value_parser = |s: &str| precise_ttl_archive::SinkUrl::parse(s).map_err(|e| e.to_string()))]
+    pub archive: Option<precise_ttl_archive::SinkUrl>,
+}
+
+impl ArchiveArg {
+    /// The sink, opened (its folder created), if `--archive` was given.
+    pub fn open(&self) -> anyhow::Result<Option<precise_ttl_archive::Sink>> {
+        match &self.archive {
+            None => Ok(None),
+            Some(url) => Ok(Some(precise_ttl_archive::Sink::open(
+                url,
+                precise_ttl_archive::Rotation::default(),
+            )?)),
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct SweepArgs {
     #[command(flatten)]
     pub blog: BlogArgs,
+
+    #[command(flatten)]
+    pub archive: ArchiveArg,
 
     #[command(flatten)]
     pub deletes: DeleteConcurrency,
@@ -229,6 +257,9 @@ pub struct SweepArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub blog: BlogArgs,
+
+    #[command(flatten)]
+    pub archive: ArchiveArg,
 
     #[command(flatten)]
     pub fleet: Fleet,

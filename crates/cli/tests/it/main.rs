@@ -4,6 +4,7 @@
 
 mod adoption;
 mod adversarial;
+mod archive;
 mod chaos;
 mod cli;
 mod clock;

@@ -1,0 +1,145 @@
+//! Inline capture (`--archive file://DIR`): every item `sweep` or `run` deletes has exactly one
+//! record, with its last image, in the shape of a Streams REMOVE record; survivors have none.
+
+use crate::support::{at, endpoint, item, n, precise_ttl, s, table_with_index};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+/// Every record in the archive folder's JSON Lines files.
+fn records(dir: &std::path::Path) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        assert!(path.to_string_lossy().ends_with(".jsonl"), "{path:?}");
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            out.push(serde_json::from_str(line).expect("one JSON record per line"));
+        }
+    }
+    out
+}
+
+fn keys(records: &[serde_json::Value]) -> Vec<String> {
+    let mut keys: Vec<String> = records
+        .iter()
+        .map(|r| {
+            r["dynamodb"]["Keys"]["pk"]["S"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    keys.sort();
+    keys
+}
+
+fn archive_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("precise-ttl-archive-{:016x}", fastrand::u64(..)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sweep_archives_exactly_the_items_it_deletes_with_their_last_image() {
+    let table = table_with_index().await;
+    let mut due = BTreeSet::new();
+    let mut items = Vec::new();
+    for i in 0..30 {
+        let key = format!("due-{i:02}");
+        items.push(item(
+            &key,
+            &[
+                ("ttl", at(-5_000 - i)),
+                ("ttl_shard", n(i % 16)),
+                ("note", s("keep me in the record")),
+            ],
+        ));
+        due.insert(key);
+    }
+    for i in 0..5 {
+        items.push(item(
+            &format!("later-{i}"),
+            &[("ttl", at(600_000)), ("ttl_shard", n(i))],
+        ));
+    }
+    table.put_many(items).await;
+    let dir = archive_dir();
+    precise_ttl()
+        .args(["sweep", "--table", &table.name, "--archive"])
+        .arg(format!("file://{}", dir.display()))
+        .assert()
+        .success();
+    let recs = records(&dir);
+    assert_eq!(keys(&recs), due.iter().cloned().collect::<Vec<_>>());
+    for r in &recs {
+        assert_eq!(r["eventName"], "REMOVE");
+        assert_eq!(r["eventSource"], "aws:dynamodb");
+        assert_eq!(r["userIdentity"]["principalId"], "precise-ttl");
+        assert_eq!(r["tableName"], table.name.as_str());
+        assert_eq!(
+            r["dynamodb"]["OldImage"]["note"]["S"],
+            "keep me in the record"
+        );
+        assert!(r["dynamodb"]["OldImage"]["ttl"]["N"].is_string(), "{r}");
+        assert!(r["lagMs"].as_i64().unwrap() >= 5_000, "{r}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The daemon (PartiQL batches, `RETURNING ALL OLD *`) with items expiring while it runs and a
+/// backlog: after SIGTERM, the records are exactly the deleted items, as many as it reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_archives_every_delete_and_nothing_else() {
+    let table = table_with_index().await;
+    let mut items = Vec::new();
+    let mut due = Vec::new();
+    for i in 0..200 {
+        let key = format!("due-{i:03}");
+        let ttl = if i < 50 {
+            at(-30_000 - i)
+        } else {
+            at(500 + i * 10)
+        };
+        items.push(item(&key, &[("ttl", ttl), ("ttl_shard", n(i % 16))]));
+        due.push(key);
+    }
+    for i in 0..5 {
+        items.push(item(
+            &format!("later-{i}"),
+            &[("ttl", at(600_000)), ("ttl_shard", n(i))],
+        ));
+    }
+    table.put_many(items).await;
+    let dir = archive_dir();
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
+        .args(["run", "--table", &table.name, "--endpoint-url", endpoint()])
+        .args(["--poll-interval", "200ms", "--archive"])
+        .arg(format!("file://{}", dir.display()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while table.count().await > 5 {
+        assert!(started.elapsed() < Duration::from_secs(60), "items left");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    crate::support::terminate(&child);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let recs = records(&dir);
+    assert_eq!(keys(&recs), due, "one record per deleted item");
+    assert!(
+        stdout.contains("stopped: deleted 200,"),
+        "counted as many as archived: {stdout}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_bad_archive_url_is_one_clear_line() {
+    let out = precise_ttl()
+        .args(["sweep", "--table", "t", "--archive", "ftp://x"])
+        .assert()
+        .failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains("file://DIR"), "{err}");
+}
