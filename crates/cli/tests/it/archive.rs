@@ -143,3 +143,61 @@ fn a_bad_archive_url_is_one_clear_line() {
     let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
     assert!(err.contains("file://DIR"), "{err}");
 }
+
+/// The archive folder replaced by a file while the daemon runs: its next records cannot be
+/// written, so it stops deleting and exits with the reason instead of dropping them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_archive_stops_the_daemon_with_the_reason() {
+    use std::io::Read;
+    let table = table_with_index().await;
+    let items: Vec<_> = (0..40)
+        .map(|i| {
+            item(
+                &format!("due-{i}"),
+                &[("ttl", at(2_500 + i * 10)), ("ttl_shard", n(i % 16))],
+            )
+        })
+        .collect();
+    table.put_many(items).await;
+    let dir = archive_dir();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
+        .args(["run", "--table", &table.name, "--endpoint-url", endpoint()])
+        .args(["--poll-interval", "200ms", "--archive"])
+        .arg(format!("file://{}", dir.display()))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = pipe.read_to_string(&mut text);
+        text
+    });
+    // The sink created its folder at start; nothing is due for 2.5 s.
+    let started = Instant::now();
+    while !dir.is_dir() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no archive folder"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::write(&dir, "not a folder").unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            crate::support::terminate(&child);
+            panic!("the daemon kept running without its archive");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let _ = std::fs::remove_file(&dir);
+    let stderr = stderr.join().unwrap();
+    assert!(!status.success(), "exits non-zero");
+    assert!(stderr.contains("archive"), "says why: {stderr}");
+}
