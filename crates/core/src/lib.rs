@@ -15,6 +15,7 @@ pub mod lease;
 pub mod plan;
 pub mod rate;
 pub mod read_filter;
+pub mod removal;
 pub mod shard;
 pub mod skew;
 pub mod time;
