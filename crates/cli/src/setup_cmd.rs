@@ -17,6 +17,7 @@ pub async fn run(global: &Global, args: &SetupArgs) -> anyhow::Result<Outcome> {
             _ => None,
         },
         native_ttl: !args.no_native_ttl,
+        stream: args.stream,
         wait: (!args.no_wait).then_some(args.wait_timeout),
         lease_table: Some(args.leases.lease_table.clone()),
         ..SetupOptions::default()

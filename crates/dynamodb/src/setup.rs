@@ -37,6 +37,8 @@ pub struct SetupOptions {
     pub poll_interval: Duration,
     /// Create this lease table (for `run`'s fleet coordination) if missing; `None`: leave it.
     pub lease_table: Option<String>,
+    /// Turn the table's stream on with old images (for archiving expiry records) if it is off.
+    pub stream: bool,
 }
 
 impl Default for SetupOptions {
@@ -47,6 +49,7 @@ impl Default for SetupOptions {
             wait: Some(Duration::from_secs(3600)),
             poll_interval: Duration::from_secs(2),
             lease_table: Some(crate::lease::DEFAULT_LEASE_TABLE.to_string()),
+            stream: false,
         }
     }
 }
@@ -57,14 +60,33 @@ pub enum SetupAction {
     TableCreated,
     TableAlreadyExists,
     IndexCreated,
-    IndexAlreadyPresent { projection: String },
-    IndexBuilding { status: String },
-    WaitedForActive { seconds: u64 },
+    IndexAlreadyPresent {
+        projection: String,
+    },
+    IndexBuilding {
+        status: String,
+    },
+    WaitedForActive {
+        seconds: u64,
+    },
     NativeTtlEnabled,
     NativeTtlAlreadyEnabled,
     NativeTtlLeftAlone,
-    LeaseTableCreated { name: String },
-    LeaseTableAlreadyPresent { name: String },
+    LeaseTableCreated {
+        name: String,
+    },
+    LeaseTableAlreadyPresent {
+        name: String,
+    },
+    StreamEnabled,
+    StreamAlreadyWithOldImages {
+        view: String,
+    },
+    /// On, but without old images: changing the view type means a new stream, which would cut
+    /// off whoever reads the current one, so setup leaves it and says so.
+    StreamWithoutOldImages {
+        view: String,
+    },
 }
 
 impl SetupAction {
@@ -75,6 +97,7 @@ impl SetupAction {
                 | SetupAction::IndexCreated
                 | SetupAction::NativeTtlEnabled
                 | SetupAction::LeaseTableCreated { .. }
+                | SetupAction::StreamEnabled
         )
     }
 }
@@ -111,6 +134,16 @@ impl fmt::Display for SetupAction {
             SetupAction::LeaseTableCreated { name } => {
                 write!(f, "created the lease table {name:?} (on-demand)")
             }
+            SetupAction::StreamEnabled => {
+                f.write_str("turned the table's stream on (NEW_AND_OLD_IMAGES) for expiry records")
+            }
+            SetupAction::StreamAlreadyWithOldImages { view } => {
+                write!(f, "the table's stream is on with old images ({view})")
+            }
+            SetupAction::StreamWithoutOldImages { view } => write!(
+                f,
+                "warning: the table's stream is on as {view}, without old images, so expiry records cannot come from it; changing the view type starts a new stream (disable it, then enable it with NEW_AND_OLD_IMAGES) and cuts off its readers, so setup leaves it to you"
+            ),
             SetupAction::LeaseTableAlreadyPresent { name } => {
                 write!(f, "lease table {name:?} already present")
             }
@@ -221,6 +254,9 @@ pub async fn setup(
         actions.push(native_ttl(dynamo, table, layout).await?);
     } else {
         actions.push(SetupAction::NativeTtlLeftAlone);
+    }
+    if options.stream {
+        actions.push(crate::stream::enable_old_image_stream(dynamo, table).await?);
     }
     if let Some(name) = &options.lease_table {
         let name = name.clone();

@@ -66,6 +66,45 @@ pub async fn enable_keys_stream(dynamo: &Dynamo, table: &str) -> Result<(), Adap
     Ok(())
 }
 
+/// Turns the table's stream on with new and old images if it is off; says what it found.
+pub async fn enable_old_image_stream(
+    dynamo: &Dynamo,
+    table: &str,
+) -> Result<crate::SetupAction, AdapterError> {
+    let endpoint = dynamo.describe_endpoint();
+    let spec = describe(dynamo, table)
+        .await?
+        .stream_specification()
+        .cloned();
+    if let Some(spec) = spec.filter(|s| s.stream_enabled()) {
+        let view = spec
+            .stream_view_type()
+            .map(|v| v.as_str().to_string())
+            .unwrap_or_else(|| "unknown".into());
+        return Ok(match spec.stream_view_type() {
+            Some(StreamViewType::OldImage | StreamViewType::NewAndOldImages) => {
+                crate::SetupAction::StreamAlreadyWithOldImages { view }
+            }
+            _ => crate::SetupAction::StreamWithoutOldImages { view },
+        });
+    }
+    dynamo
+        .query
+        .update_table()
+        .table_name(table)
+        .stream_specification(
+            StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(StreamViewType::NewAndOldImages)
+                .build()
+                .expect("enabled is set"),
+        )
+        .send()
+        .await
+        .map_err(|e| AdapterError::from_sdk("UpdateTable", &endpoint, e))?;
+    Ok(crate::SetupAction::StreamEnabled)
+}
+
 /// Reads a table's stream from "now" on, across all its shards.
 #[derive(Debug)]
 pub struct RemovalStream {

@@ -39,6 +39,12 @@ pub struct SetupArgs {
     #[arg(long, env = "PRECISE_TTL_NO_NATIVE_TTL")]
     pub no_native_ttl: bool,
 
+    /// Turn the table's stream on with old images (NEW_AND_OLD_IMAGES) if it is off, for
+    /// archiving expiry records from it (docs/expiry-records.md); a stream already on is left
+    /// as it is
+    #[arg(long, env = "PRECISE_TTL_STREAM")]
+    pub stream: bool,
+
     /// Return once the index is requested, without waiting for DynamoDB to build it
     #[arg(long, env = "PRECISE_TTL_NO_WAIT")]
     pub no_wait: bool,

@@ -182,3 +182,47 @@ async fn a_missing_table_and_a_ttl_key_attribute_are_clear_errors() {
         .unwrap_err();
     assert!(matches!(err, AdapterError::KeyAttribute { .. }), "{err}");
 }
+
+/// `setup --stream` turns the stream on with old images once, then says it is on; a stream
+/// already on without old images is left alone, with a warning that says how to change it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_stream_turns_old_images_on_once_and_leaves_another_stream_alone() {
+    let table = crate::support::table_with_index().await;
+    let args = [
+        "setup",
+        "--table",
+        &table.name,
+        "--no-native-ttl",
+        "--stream",
+    ];
+    crate::support::precise_ttl()
+        .args(args)
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("turned the table's stream on"));
+    crate::support::precise_ttl()
+        .args(args)
+        .assert()
+        .success()
+        .stdout(predicates::str::contains(
+            "stream is on with old images (NEW_AND_OLD_IMAGES)",
+        ));
+
+    let other = crate::support::table_with_index().await;
+    precise_ttl_dynamodb::stream::enable_keys_stream(&other.dynamo, &other.name)
+        .await
+        .unwrap();
+    crate::support::precise_ttl()
+        .args([
+            "setup",
+            "--table",
+            &other.name,
+            "--no-native-ttl",
+            "--stream",
+        ])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains(
+            "warning: the table's stream is on as KEYS_ONLY",
+        ));
+}
