@@ -1,6 +1,7 @@
 //! The `precise-ttl` binary: parses the command line, sets up logging, runs one command and
 //! turns its outcome into an exit code. The only place that prints errors or exits.
 
+mod archive_cmd;
 mod args;
 mod backfill_cmd;
 mod bench;
@@ -74,6 +75,7 @@ async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Sweep(args) => sweep_cmd::run(&cli.global, args).await,
         Command::Run(args) => run_cmd::run(&cli.global, args).await,
         Command::Status(args) => status_cmd::run(&cli.global, args).await,
+        Command::Archive(args) => archive_cmd::run(&cli.global, args).await,
         Command::Backfill(args) => backfill_cmd::run(&cli.global, args).await,
         Command::Doctor(args) => doctor_cmd::run(&cli.global, args).await,
         Command::Demo(args) => demo::run(&cli.global, args).await,

@@ -4,6 +4,7 @@
 //! AWS vocabulary (AttributeValue, GSI, ConditionExpression) stays inside this crate; what it
 //! hands upward is expressed in the domain types of `precise-ttl-core` and the engine.
 
+pub mod archive_stream;
 pub mod backfill;
 pub mod blog;
 pub mod capture;

@@ -529,3 +529,26 @@ pub struct BenchArgs {
     #[arg(long, default_value = "16s", value_parser = crate::args::duration, requires = "lambda")]
     pub invocation_every: Duration,
 }
+
+#[derive(Debug, Args)]
+pub struct ArchiveArgs {
+    /// Where the records go: file://DIR (JSON Lines, fsynced) or - (standard output)
+    #[arg(long, env = "PRECISE_TTL_ARCHIVE_TO", value_name = "URL",
+          value_parser = |s: &str| precise_ttl_archive::SinkUrl::parse(s).map_err(|e| e.to_string()))]
+    pub to: precise_ttl_archive::SinkUrl,
+
+    /// The table of each stream shard's archived position (created if missing)
+    #[arg(long, env = "PRECISE_TTL_ARCHIVE_CHECKPOINT_TABLE",
+          default_value = precise_ttl_dynamodb::archive_stream::DEFAULT_CHECKPOINT_TABLE)]
+    pub checkpoint_table: String,
+
+    /// Pause between reads of the stream when nothing new came
+    #[arg(long, env = "PRECISE_TTL_ARCHIVE_POLL_INTERVAL", default_value = "1s", value_parser = poll_interval)]
+    pub poll_interval: Duration,
+
+    /// How finely the stream dates its records. DynamoDB rounds them down to the second; a REMOVE
+    /// counts as an expiry if the item's TTL was due by the end of its record's second. DynamoDB
+    /// Local rounds to the minute: give 1m there
+    #[arg(long, env = "PRECISE_TTL_RECORD_TIME_RESOLUTION", default_value = "1s", value_parser = duration)]
+    pub record_time_resolution: Duration,
+}

@@ -188,6 +188,19 @@ Stops cleanly on SIGTERM or SIGINT (finishing the deletes in flight) or after --
     /// Show what is due per shard: items not yet deleted, the oldest, the next expiries
     Status(StatusArgs),
 
+    /// Archive every expired item's record from the table's stream (the lossless path)
+    #[command(long_about = "\
+Tail the table's stream (every shard, a parent before its children) and write a record for every
+REMOVE that is an expiry: native TTL's (the service's userIdentity) or an ordinary delete of an
+item whose TTL was due, by native TTL's rules, when the record was made (precise-ttl's deletes).
+Each shard's position is saved in the checkpoint table (created if missing) only after the
+sink has made the records durable, so a killed archive starts again where it was and loses
+nothing: records are at least once, each with its stream sequence number to drop duplicates by.
+
+The stream must be on with old images: `precise-ttl setup --table T --stream`. Runs until
+SIGTERM or SIGINT. See docs/expiry-records.md.")]
+    Archive(ArchiveArgs),
+
     /// Give every item that has a TTL but no shard its shard attribute (adoption)
     #[command(long_about = "\
 Give every existing item that has a Number TTL but no shard attribute its shard, so the expiry

@@ -201,3 +201,137 @@ async fn a_failing_archive_stops_the_daemon_with_the_reason() {
     assert!(!status.success(), "exits non-zero");
     assert!(stderr.contains("archive"), "says why: {stderr}");
 }
+
+fn archive_child(table: &str, dir: &std::path::Path, checkpoints: &str) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
+        .args(["archive", "--table", table, "--endpoint-url", endpoint()])
+        .args([
+            "--checkpoint-table",
+            checkpoints,
+            "--poll-interval",
+            "200ms",
+            "--to",
+        ])
+        .arg(format!("file://{}", dir.display()))
+        // DynamoDB Local dates stream records to the minute.
+        .args(["--record-time-resolution", "1m"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// `archive` tails the stream: every expiry `run` deletes (without inline capture) gets a record
+/// with its sequence number; an application's delete of an item not yet due gets none; killed
+/// and started again from its checkpoints, it loses nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archive_from_the_stream_keeps_every_expiry_and_nothing_else_across_a_kill() {
+    let table = table_with_index().await;
+    precise_ttl()
+        .args([
+            "setup",
+            "--table",
+            &table.name,
+            "--no-native-ttl",
+            "--stream",
+        ])
+        .assert()
+        .success();
+    let mut items = Vec::new();
+    let mut due = BTreeSet::new();
+    for i in 0..80 {
+        let key = format!("due-{i:02}");
+        items.push(item(
+            &key,
+            &[("ttl", at(1_500 + i * 40)), ("ttl_shard", n(i % 16))],
+        ));
+        due.insert(key);
+    }
+    for i in 0..5 {
+        items.push(item(
+            &format!("later-{i}"),
+            &[("ttl", at(600_000)), ("ttl_shard", n(i))],
+        ));
+    }
+    items.push(item(
+        "app-delete",
+        &[("ttl", at(3_600_000)), ("ttl_shard", n(0))],
+    ));
+    table.put_many(items).await;
+    let dir = archive_dir();
+    let checkpoints = format!("precise-ttl-test-cp-{:08x}", fastrand::u32(..));
+    let mut archiver = archive_child(&table.name, &dir, &checkpoints);
+    let mut daemon = std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
+        .args(["run", "--table", &table.name, "--endpoint-url", endpoint()])
+        .args(["--poll-interval", "200ms"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed in the middle of the deletes, then started again.
+    tokio::time::sleep(Duration::from_millis(2_800)).await;
+    crate::support::signal(&archiver, nix::sys::signal::Signal::SIGKILL);
+    let _ = archiver.wait();
+    table
+        .dynamo
+        .write
+        .delete_item()
+        .table_name(&table.name)
+        .key("pk", s("app-delete"))
+        .send()
+        .await
+        .unwrap();
+    let mut archiver = archive_child(&table.name, &dir, &checkpoints);
+
+    let started = Instant::now();
+    let archived = loop {
+        let found: BTreeSet<String> = if dir.is_dir() {
+            keys(&records(&dir)).into_iter().collect()
+        } else {
+            BTreeSet::new()
+        };
+        if found.is_superset(&due) || started.elapsed() > Duration::from_secs(40) {
+            break found;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    // A moment more for anything that should not be there to show up.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    crate::support::terminate(&archiver);
+    assert!(archiver.wait().unwrap().success());
+    crate::support::terminate(&daemon);
+    assert!(daemon.wait().unwrap().success());
+    let recs = records(&dir);
+    let archived_now: BTreeSet<String> = keys(&recs).into_iter().collect();
+    assert_eq!(
+        archived_now,
+        due,
+        "missing: {:?}",
+        due.difference(&archived)
+    );
+    for r in &recs {
+        assert!(r["dynamodb"]["SequenceNumber"].is_string(), "{r}");
+        assert_eq!(r["userIdentity"]["principalId"], "precise-ttl");
+        assert!(r["dynamodb"]["OldImage"]["ttl"]["N"].is_string(), "{r}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = table
+        .dynamo
+        .query
+        .delete_table()
+        .table_name(&checkpoints)
+        .send()
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archive_of_a_table_without_a_stream_is_one_line_saying_what_to_run() {
+    let table = table_with_index().await;
+    let out = precise_ttl()
+        .args(["archive", "--table", &table.name, "--to", "-"])
+        .assert()
+        .failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains("--stream"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
