@@ -233,10 +233,18 @@ async fn pass(
                     .and_then(|d| d.sequence_number())
                     .map(str::to_string)
                     .or(last);
-                if record.event_name() != Some(&OperationType::Remove) {
-                    continue;
-                }
-                match expiry_record(record, table, options) {
+                let images = record
+                    .dynamodb()
+                    .map(|d| (d.old_image().is_some(), d.new_image().is_some()));
+                let local_ttl = match record.event_name() {
+                    Some(OperationType::Remove) => false,
+                    // DynamoDB Local's own TTL deleter writes its deletes with an event name no
+                    // SDK knows and no userIdentity (docs/expiry-records.md); nothing else writes
+                    // an old image without a new one under an unknown name.
+                    Some(OperationType::Unknown(_)) if images == Some((true, false)) => true,
+                    _ => continue,
+                };
+                match expiry_record(record, table, options, local_ttl) {
                     Some(r) => {
                         report.records += 1;
                         if r.deleted_by == DeletedBy::NativeTtl {
@@ -316,6 +324,7 @@ fn expiry_record(
     record: &aws_sdk_dynamodbstreams::types::Record,
     table: &str,
     options: &ArchiveOptions,
+    local_ttl: bool,
 ) -> Option<ExpiryRecord> {
     let d = record.dynamodb()?;
     let created = d.approximate_creation_date_time()?;
@@ -327,7 +336,8 @@ fn expiry_record(
     let principal = record
         .user_identity()
         .filter(|i| i.r#type() == Some("Service"))
-        .and_then(|i| i.principal_id());
+        .and_then(|i| i.principal_id())
+        .or(local_ttl.then_some(precise_ttl_core::removal::NATIVE_TTL_PRINCIPAL));
     let ttl = match old_image.get(&options.ttl_attribute) {
         None => TtlValue::Missing,
         Some(AttributeValue::N(n)) => TtlValue::Number(n),

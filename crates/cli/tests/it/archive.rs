@@ -190,7 +190,7 @@ async fn a_failing_archive_stops_the_daemon_with_the_reason() {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
-        if started.elapsed() > Duration::from_secs(30) {
+        if started.elapsed() > Duration::from_secs(90) {
             crate::support::terminate(&child);
             panic!("the daemon kept running without its archive");
         }
@@ -334,4 +334,57 @@ async fn archive_of_a_table_without_a_stream_is_one_line_saying_what_to_run() {
     let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
     assert!(err.contains("--stream"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+/// Native TTL's deletes (DynamoDB Local's own TTL job here, whose stream records carry an event
+/// name no SDK knows and no userIdentity) are archived too, marked as the service's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archive_keeps_native_ttl_deletes_marked_as_the_services() {
+    let table = table_with_index().await;
+    precise_ttl()
+        .args(["setup", "--table", &table.name, "--stream"])
+        .assert()
+        .success();
+    // On a shard value no sweeper reads: only native TTL deletes these.
+    let natives: BTreeSet<String> = (0..5).map(|i| format!("native-{i}")).collect();
+    for key in &natives {
+        table
+            .put(item(key, &[("ttl", at(-120_000)), ("ttl_shard", n(5000))]))
+            .await;
+    }
+    let dir = archive_dir();
+    let checkpoints = format!("precise-ttl-test-cp-{:08x}", fastrand::u32(..));
+    let mut archiver = archive_child(&table.name, &dir, &checkpoints);
+    // DynamoDB Local's TTL job runs every 10 s.
+    let started = Instant::now();
+    let recs = loop {
+        let recs = if dir.is_dir() {
+            records(&dir)
+        } else {
+            Vec::new()
+        };
+        let found: BTreeSet<String> = keys(&recs).into_iter().collect();
+        if found.is_superset(&natives) || started.elapsed() > Duration::from_secs(90) {
+            break recs;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    crate::support::terminate(&archiver);
+    assert!(archiver.wait().unwrap().success());
+    let found: BTreeSet<String> = keys(&recs).into_iter().collect();
+    assert_eq!(found, natives, "{recs:?}");
+    for r in &recs {
+        assert_eq!(
+            r["userIdentity"]["principalId"], "dynamodb.amazonaws.com",
+            "{r}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = table
+        .dynamo
+        .query
+        .delete_table()
+        .table_name(&checkpoints)
+        .send()
+        .await;
 }
