@@ -241,8 +241,9 @@ async fn pass(
                     // DynamoDB Local's own TTL deleter writes its deletes with an event name no
                     // SDK knows and no userIdentity (docs/expiry-records.md); nothing else writes
                     // an old image without a new one under an unknown name.
-                    Some(OperationType::Unknown(_)) if images == Some((true, false)) => true,
-                    _ => continue,
+                    Some(OperationType::Insert | OperationType::Modify) | None => continue,
+                    Some(_) if images == Some((true, false)) => true,
+                    Some(_) => continue,
                 };
                 match expiry_record(record, table, options, local_ttl) {
                     Some(r) => {
