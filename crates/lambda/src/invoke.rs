@@ -121,6 +121,29 @@ impl Environment {
         }
     }
 
+    /// A DynamoDB Streams batch (the function as the table stream's consumer): its expiry
+    /// records, by the TTL attribute and record-time resolution of the environment.
+    pub fn stream_batch(
+        &self,
+        event: &serde_json::Value,
+    ) -> Result<crate::stream_event::StreamBatch, InvokeError> {
+        let ttl = self
+            .env
+            .get("PRECISE_TTL_TTL_ATTRIBUTE")
+            .map_or("ttl", String::as_str);
+        let resolution = match self.env.get("PRECISE_TTL_RECORD_TIME_RESOLUTION") {
+            None => Duration::from_secs(1),
+            Some(v) => precise_ttl_core::parse_duration(v).map_err(|e| {
+                InvokeError::Config(ConfigError::Invalid {
+                    name: "record-time-resolution".into(),
+                    value: v.clone(),
+                    why: e.to_string(),
+                })
+            })?,
+        };
+        Ok(crate::stream_event::expiries(event, ttl, resolution))
+    }
+
     /// Runs one invocation until `deadline_ms` (epoch ms) minus the safety margin.
     pub async fn invoke(
         &self,

@@ -12,6 +12,7 @@ pub mod config;
 pub mod emf;
 pub mod event;
 pub mod invoke;
+pub mod stream_event;
 
 pub use config::{ConfigError, LambdaConfig};
 pub use invoke::{Environment, InvocationReport, InvokeError};

@@ -29,6 +29,18 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         let function = function.clone();
         async move {
             let (payload, context) = event.into_parts();
+            // The table's stream as the event source: archive its expiries, do not sweep.
+            if precise_ttl_lambda::stream_event::is_stream_event(&payload) {
+                return match environment.stream_batch(&payload) {
+                    Ok(batch) => {
+                        for line in &batch.lines {
+                            println!("{line}");
+                        }
+                        serde_json::to_value(&batch).map_err(lambda_runtime::Error::from)
+                    }
+                    Err(e) => Err(lambda_runtime::Error::from(e.to_string())),
+                };
+            }
             // Boxed: the daemon's future is too deep to nest in the runtime's layout unboxed.
             let invocation =
                 Box::pin(environment.invoke(&payload, &context.request_id, context.deadline));
@@ -47,7 +59,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
                         errors = report.errors,
                         "invocation done"
                     );
-                    Ok(report)
+                    serde_json::to_value(&report).map_err(lambda_runtime::Error::from)
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "invocation failed");

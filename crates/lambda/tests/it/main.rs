@@ -221,3 +221,52 @@ async fn an_invocation_rides_out_a_store_unreachable_at_its_start() {
     assert_eq!(report["deleted"], 50, "{report}");
     let _ = dynamo.query.delete_table().table_name(&table).send().await;
 }
+
+/// As the table stream's consumer the function needs no table settings: it answers a batch with
+/// its counts and writes each expiry record as a log line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_batch_is_answered_with_its_expiry_records() {
+    let mut lambda = LocalLambda::new(Function {
+        program: FUNCTION.into(),
+        name: "precise-ttl-it".into(),
+        memory_mb: 128,
+        variables: vec![],
+    });
+    let record = |id: &str, ttl: &str| {
+        serde_json::json!({
+            "eventID": id, "eventName": "REMOVE", "eventVersion": "1.1",
+            "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
+            "dynamodb": {
+                "ApproximateCreationDateTime": 1_800_000_000.0,
+                "Keys": {"pk": {"S": id}},
+                "OldImage": {"pk": {"S": id}, "ttl": {"N": ttl}},
+                "SequenceNumber": id, "SizeBytes": 20, "StreamViewType": "OLD_IMAGE"
+            },
+            "eventSourceARN": "arn:aws:dynamodb:us-east-1:000000000000:table/sessions/stream/x"
+        })
+    };
+    let event = serde_json::json!({"Records": [
+        record("expired", "1799999999"),
+        record("deleted-early", "1800000600"),
+    ]});
+    lambda.invoke(event, Duration::from_secs(10)).await.unwrap();
+    let output = std::sync::Arc::clone(&lambda.output);
+    let records = lambda.shut_down(Duration::from_secs(10)).await;
+    let answer = records[0].result.as_ref().expect("answered");
+    assert_eq!(answer["records"], 1, "{answer}");
+    assert_eq!(answer["other_removes"], 1, "{answer}");
+    let lines = output.lock().unwrap().clone();
+    let archived: Vec<&String> = lines.iter().filter(|l| l.contains("\"expired\"")).collect();
+    assert_eq!(archived.len(), 1, "{lines:?}");
+    assert!(
+        archived[0].contains("\"principalId\":\"precise-ttl\""),
+        "{}",
+        archived[0]
+    );
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("deleted-early\"}},\"OldImage")),
+        "{lines:?}"
+    );
+}
