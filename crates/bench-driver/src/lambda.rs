@@ -94,10 +94,8 @@ impl std::fmt::Debug for LocalLambda {
 }
 
 fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    use precise_ttl_engine::Clock;
+    precise_ttl_engine::SystemClock.now().as_millis()
 }
 
 async fn next(State(shared): State<Shared>) -> (StatusCode, HeaderMap, String) {

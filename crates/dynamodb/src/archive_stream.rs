@@ -9,6 +9,7 @@
 use crate::connect::Dynamo;
 use crate::error::AdapterError;
 use crate::record::{DeletedBy, ExpiryRecord};
+use crate::stream::stream_error;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::types::StreamViewType;
 use aws_sdk_dynamodbstreams::types::{
@@ -61,14 +62,6 @@ fn fatal(message: String) -> AdapterError {
         operation: "archive",
         class: ErrorClass::Fatal,
         message,
-    }
-}
-
-fn transient(operation: &'static str, e: impl std::fmt::Display) -> AdapterError {
-    AdapterError::Call {
-        operation,
-        class: ErrorClass::Transient,
-        message: e.to_string(),
     }
 }
 
@@ -200,7 +193,7 @@ async fn pass(
                         None => continue,
                     },
                     Err(e) => {
-                        return Err(transient(
+                        return Err(stream_error(
                             "GetShardIterator",
                             aws_sdk_dynamodb::error::DisplayErrorContext(e),
                         ));
@@ -300,7 +293,7 @@ async fn list_shards(
             .send()
             .await
             .map_err(|e| {
-                transient(
+                stream_error(
                     "DescribeStream",
                     aws_sdk_dynamodb::error::DisplayErrorContext(e),
                 )

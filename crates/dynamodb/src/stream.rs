@@ -41,7 +41,6 @@ async fn describe(dynamo: &Dynamo, table: &str) -> Result<TableDescription, Adap
 
 /// Turns the table's stream on (keys only), if it is not on already.
 pub async fn enable_keys_stream(dynamo: &Dynamo, table: &str) -> Result<(), AdapterError> {
-    let endpoint = dynamo.describe_endpoint();
     let on = describe(dynamo, table)
         .await?
         .stream_specification()
@@ -49,6 +48,10 @@ pub async fn enable_keys_stream(dynamo: &Dynamo, table: &str) -> Result<(), Adap
     if on {
         return Ok(());
     }
+    turn_on(dynamo, table, StreamViewType::KeysOnly).await
+}
+
+async fn turn_on(dynamo: &Dynamo, table: &str, view: StreamViewType) -> Result<(), AdapterError> {
     dynamo
         .query
         .update_table()
@@ -56,13 +59,13 @@ pub async fn enable_keys_stream(dynamo: &Dynamo, table: &str) -> Result<(), Adap
         .stream_specification(
             StreamSpecification::builder()
                 .stream_enabled(true)
-                .stream_view_type(StreamViewType::KeysOnly)
+                .stream_view_type(view)
                 .build()
                 .expect("enabled is set"),
         )
         .send()
         .await
-        .map_err(|e| AdapterError::from_sdk("UpdateTable", &endpoint, e))?;
+        .map_err(|e| AdapterError::from_sdk("UpdateTable", &dynamo.describe_endpoint(), e))?;
     Ok(())
 }
 
@@ -71,7 +74,6 @@ pub async fn enable_old_image_stream(
     dynamo: &Dynamo,
     table: &str,
 ) -> Result<crate::SetupAction, AdapterError> {
-    let endpoint = dynamo.describe_endpoint();
     let spec = describe(dynamo, table)
         .await?
         .stream_specification()
@@ -88,20 +90,7 @@ pub async fn enable_old_image_stream(
             _ => crate::SetupAction::StreamWithoutOldImages { view },
         });
     }
-    dynamo
-        .query
-        .update_table()
-        .table_name(table)
-        .stream_specification(
-            StreamSpecification::builder()
-                .stream_enabled(true)
-                .stream_view_type(StreamViewType::NewAndOldImages)
-                .build()
-                .expect("enabled is set"),
-        )
-        .send()
-        .await
-        .map_err(|e| AdapterError::from_sdk("UpdateTable", &endpoint, e))?;
+    turn_on(dynamo, table, StreamViewType::NewAndOldImages).await?;
     Ok(crate::SetupAction::StreamEnabled)
 }
 
@@ -112,7 +101,7 @@ pub struct RemovalStream {
     iterators: Vec<Option<String>>,
 }
 
-fn stream_error(operation: &'static str, e: impl std::fmt::Display) -> AdapterError {
+pub(crate) fn stream_error(operation: &'static str, e: impl std::fmt::Display) -> AdapterError {
     AdapterError::Call {
         operation,
         class: ErrorClass::Transient,

@@ -10,7 +10,7 @@
 
 use crate::metrics as m;
 use crate::store::StoreError;
-use precise_ttl_core::lease::{LeaseRecord, LeaseView, plan};
+use precise_ttl_core::lease::{LeaseRecord, LeaseView, Moves, plan};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -226,26 +226,31 @@ impl<S: LeaseStore> Leases<S> {
         }
     }
 
+    /// This worker's takes and steal given the table as just read (the victim's lease drawn at
+    /// random).
+    fn plan(&self, records: &[LeaseRecord], view: &LeaseView<Instant>, now: Instant) -> Moves {
+        plan(
+            records,
+            view,
+            &self.config.worker,
+            now,
+            self.config.duration,
+            fastrand::u64(..),
+        )
+    }
+
     /// Between heartbeats: notes every counter it sees and takes leases that are free
     /// (released by a stopped worker) or expired (a dead worker's, judged by the same rule as at
     /// a heartbeat), up to this worker's share; renews and steals nothing. Seeing counters every
     /// `watch_interval` instead of every heartbeat is what brings a takeover within a lease
     /// duration and a look of the dead worker's last renewal, not a duration and two heartbeats.
     async fn take_free(&self) -> Result<(), StoreError> {
-        let me = self.config.worker.as_str();
         let records = self.store.list(&self.keys).await?;
         let now = Instant::now();
         let moves = {
             let mut state = self.lock();
             state.view.observe(&records, now);
-            plan(
-                &records,
-                &state.view,
-                me,
-                now,
-                self.config.duration,
-                fastrand::u64(..),
-            )
+            self.plan(&records, &state.view, now)
         };
         if moves.take.is_empty() {
             return Ok(());
@@ -304,15 +309,7 @@ impl<S: LeaseStore> Leases<S> {
                 })
                 .cloned()
                 .collect();
-            let moves = plan(
-                &records,
-                &state.view,
-                me,
-                now,
-                self.config.duration,
-                fastrand::u64(..),
-            );
-            (moves, orphans)
+            (self.plan(&records, &state.view, now), orphans)
         };
         let stealing = moves.steal.iter().map(|r| (r, true));
         let takes = orphans.iter().chain(moves.take.iter()).map(|r| (r, false));

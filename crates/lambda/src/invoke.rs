@@ -266,21 +266,12 @@ where
             }
             Err(e) => return Err(e.into()),
         }
-        let next = Instant::now() + backoff.delay(failures, fastrand_f64());
+        let next = Instant::now() + backoff.delay(failures, fastrand::f64());
         if next >= stop_at {
             return Ok(None);
         }
         tokio::time::sleep_until(next).await;
     }
-}
-
-/// Jitter without a random-number dependency of our own: the sub-second nanoseconds of now.
-fn fastrand_f64() -> f64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    f64::from(nanos) / 1e9
 }
 
 /// VmHWM of this process, from /proc (Linux; `None` elsewhere).

@@ -233,15 +233,18 @@ async fn the_delete_condition_the_partiql_delete_and_the_read_filter_agree() {
             .map(|(pk, _)| ItemKey::new(vec![("pk".to_string(), s(pk))]))
             .collect();
         let window = precise_ttl_core::DueWindow::at(at);
-        let outcomes = if mode == DeleteMode::Batch {
-            store.delete_many_if_due(&keys, window).await
-        } else {
-            let mut out = Vec::new();
-            for key in &keys {
-                out.push(store.delete_if_due(key, window).await);
+        let delete_all = || async {
+            if mode == DeleteMode::Batch {
+                store.delete_many_if_due(&keys, window).await
+            } else {
+                let mut out = Vec::new();
+                for key in &keys {
+                    out.push(store.delete_if_due(key, window).await);
+                }
+                out
             }
-            out
         };
+        let outcomes = delete_all().await;
         let deleted: BTreeSet<String> = shapes
             .iter()
             .zip(outcomes)
@@ -259,15 +262,7 @@ async fn the_delete_condition_the_partiql_delete_and_the_read_filter_agree() {
         }
         // Deleting the same keys again deletes nothing, and counts nothing as deleted: a PartiQL
         // DELETE of a missing item succeeds, so only RETURNING ALL OLD * tells it apart.
-        let again = if mode == DeleteMode::Batch {
-            store.delete_many_if_due(&keys, window).await
-        } else {
-            let mut out = Vec::new();
-            for key in &keys {
-                out.push(store.delete_if_due(key, window).await);
-            }
-            out
-        };
+        let again = delete_all().await;
         assert!(
             again.iter().all(|o| matches!(o, Ok(DeleteOutcome::NotDue))),
             "{mode:?} counts a second delete as deleted: {again:?}"
