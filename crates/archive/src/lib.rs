@@ -1,16 +1,28 @@
 //! Sinks for expiry records: each record is one JSON line, and a sink says a batch of lines is
-//! written only once it is durable (a file: written and fsynced). A deleter waits for that, so a
-//! slow sink slows deletes instead of growing memory, and a failing sink stops them with the
-//! reason (a record is never dropped silently).
+//! written only once it is durable. A deleter waits for that, so a slow sink slows deletes
+//! instead of growing memory, and a failing sink stops them with the reason (a record is never
+//! dropped silently).
 //!
-//! `file://DIR`: JSON Lines files `precise-ttl-<start ms>-<sequence>.jsonl`, a new file once the
-//! current one holds `max_bytes` or is `max_age` old. `-`: standard output (as durable as the
-//! reader makes it).
+//! - `file://DIR`: JSON Lines files `precise-ttl-<start ms>-<pid>-<sequence>.jsonl` (`.jsonl.gz`
+//!   gzipped, one gzip member per batch), a new file every `max_bytes` or `max_age`, each batch
+//!   fsynced ([`file`]).
+//! - `s3://bucket/prefix`: the same segments in a local spool, each closed one uploaded as one
+//!   object ([`s3`]).
+//! - `-`: standard output (as durable as its reader makes it).
+
+pub mod file;
+pub mod s3;
+mod segment;
+mod url;
+
+pub use file::FileSink;
+pub use s3::S3Sink;
+pub use url::SinkUrl;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use thiserror::Error;
 use tokio::sync::Mutex;
 
@@ -24,54 +36,136 @@ pub enum SinkError {
         #[source]
         source: std::io::Error,
     },
+    #[error("archive {url}: {message}")]
+    S3 { url: String, message: String },
     #[error("writing expiry records to standard output: {0}")]
     Stdout(#[source] std::io::Error),
     #[error("the archive writer stopped: {0}")]
     Task(String),
 }
 
-/// Where records go, parsed from `--archive`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SinkUrl {
-    File(PathBuf),
-    Stdout,
+/// When a file (or spooled segment) is closed and the next begun.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rotation {
+    pub max_bytes: u64,
+    pub max_age: Duration,
 }
 
-impl SinkUrl {
-    pub fn parse(url: &str) -> Result<SinkUrl, SinkError> {
-        let bad = |message: &str| SinkError::BadUrl {
-            url: url.to_string(),
-            message: message.to_string(),
-        };
-        if url == "-" {
-            return Ok(SinkUrl::Stdout);
+impl Default for Rotation {
+    fn default() -> Self {
+        Rotation {
+            max_bytes: 64 * 1024 * 1024,
+            max_age: Duration::from_secs(300),
         }
-        if let Some(dir) = url.strip_prefix("file://") {
-            if dir.is_empty() {
-                return Err(bad(
-                    "file:// needs a folder, as file:///var/lib/precise-ttl/archive or file://archive",
-                ));
-            }
-            return Ok(SinkUrl::File(PathBuf::from(dir)));
-        }
-        if url.starts_with("s3://") {
-            return Err(bad("the S3 sink is not built yet; use file://DIR or -"));
-        }
-        Err(bad("expected file://DIR or - (standard output)"))
     }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+}
+
+impl Compression {
+    pub fn parse(text: &str) -> Result<Compression, String> {
+        match text {
+            "none" => Ok(Compression::None),
+            "gzip" => Ok(Compression::Gzip),
+            other => Err(format!("{other:?}: expected gzip or none")),
+        }
+    }
+
+    pub(crate) fn extension(self) -> &'static str {
+        match self {
+            Compression::None => ".jsonl",
+            Compression::Gzip => ".jsonl.gz",
+        }
+    }
+
+    pub(crate) fn content_type(self) -> &'static str {
+        match self {
+            Compression::None => "application/x-ndjson",
+            Compression::Gzip => "application/gzip",
+        }
+    }
+}
+
+/// How to open a sink; what a URL does not say.
+#[derive(Debug, Clone)]
+pub struct SinkOptions {
+    pub rotation: Rotation,
+    /// `None`: gzip for S3 objects, plain JSON Lines for files.
+    pub compression: Option<Compression>,
+    /// Where S3 segments wait for upload (one folder per destination inside); `None`:
+    /// [`default_spool`].
+    pub spool: Option<PathBuf>,
+    /// An S3-compatible server instead of AWS's endpoint.
+    pub s3_endpoint_url: Option<String>,
+    pub region: Option<String>,
+    /// How long uploads may fail before writes fail.
+    pub give_up_after: Duration,
+}
+
+impl Default for SinkOptions {
+    fn default() -> Self {
+        SinkOptions {
+            rotation: Rotation::default(),
+            compression: None,
+            spool: None,
+            s3_endpoint_url: None,
+            region: None,
+            give_up_after: Duration::from_secs(120),
+        }
+    }
+}
+
+/// `$STATE_DIRECTORY/spool` (systemd), else `~/.local/state/precise-ttl/spool`, else a folder in
+/// the temporary directory. Records are durable once spooled, so it belongs on disk that
+/// outlives the process (and, in a container, on a volume).
+pub fn default_spool() -> PathBuf {
+    if let Some(dir) = std::env::var_os("STATE_DIRECTORY").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir).join("spool");
+    }
+    if let Some(home) = std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(home).join(".local/state/precise-ttl/spool");
+    }
+    std::env::temp_dir().join("precise-ttl-spool")
 }
 
 /// A place records are made durable.
 #[derive(Debug, Clone)]
 pub enum Sink {
     File(Arc<Mutex<FileSink>>),
+    S3(Arc<S3Sink>),
     Stdout,
 }
 
 impl Sink {
-    pub fn open(url: &SinkUrl, rotation: Rotation) -> Result<Sink, SinkError> {
+    /// Opens the sink `url` names: a folder is created, a bucket is checked (one line saying why
+    /// it cannot be used), a spool left by a stopped process is uploaded.
+    pub async fn open(url: &SinkUrl, options: &SinkOptions) -> Result<Sink, SinkError> {
         Ok(match url {
-            SinkUrl::File(dir) => Sink::File(Arc::new(Mutex::new(FileSink::open(dir, rotation)?))),
+            SinkUrl::File(dir) => Sink::File(Arc::new(Mutex::new(FileSink::open(
+                dir,
+                options.rotation,
+                options.compression.unwrap_or(Compression::None),
+            )?))),
+            SinkUrl::S3 { bucket, prefix } => {
+                let client = s3::client(
+                    options.s3_endpoint_url.as_deref(),
+                    options.region.as_deref(),
+                )
+                .await;
+                let s3_options = s3::S3Options {
+                    rotation: options.rotation,
+                    compression: options.compression.unwrap_or(Compression::Gzip),
+                    spool: options.spool.clone().unwrap_or_else(default_spool),
+                    give_up_after: options.give_up_after,
+                };
+                Sink::S3(Arc::new(
+                    S3Sink::open(client, bucket, prefix, s3_options).await?,
+                ))
+            }
             SinkUrl::Stdout => Sink::Stdout,
         })
     }
@@ -96,119 +190,25 @@ impl Sink {
                     .await
                     .map_err(|e| SinkError::Task(e.to_string()))?
             }
+            Sink::S3(s3) => s3.write(lines).await,
         }
     }
-}
 
-/// When a file is closed and the next begun.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rotation {
-    pub max_bytes: u64,
-    pub max_age: Duration,
-}
-
-impl Default for Rotation {
-    fn default() -> Self {
-        Rotation {
-            max_bytes: 64 * 1024 * 1024,
-            max_age: Duration::from_secs(300),
+    /// Hands everything written so far to its final place before the process stops (S3: the
+    /// current segment closed and every segment uploaded, for at most `wait`). Files and
+    /// standard output are final already.
+    pub async fn flush(&self, wait: Duration) -> Result<(), SinkError> {
+        match self {
+            Sink::S3(s3) => s3.flush(wait).await,
+            Sink::File(_) | Sink::Stdout => Ok(()),
         }
-    }
-}
-
-/// JSON Lines files in one folder.
-#[derive(Debug)]
-pub struct FileSink {
-    dir: PathBuf,
-    rotation: Rotation,
-    /// This process's files share its start time; the sequence orders them.
-    prefix: String,
-    sequence: u64,
-    current: Option<Current>,
-}
-
-#[derive(Debug)]
-struct Current {
-    path: PathBuf,
-    file: std::fs::File,
-    bytes: u64,
-    opened: std::time::Instant,
-}
-
-impl FileSink {
-    pub fn open(dir: &Path, rotation: Rotation) -> Result<FileSink, SinkError> {
-        std::fs::create_dir_all(dir).map_err(|source| SinkError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
-        let start = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis())
-            .unwrap_or(0);
-        Ok(FileSink {
-            dir: dir.to_path_buf(),
-            rotation,
-            prefix: format!("precise-ttl-{start}-{}", std::process::id()),
-            sequence: 0,
-            current: None,
-        })
-    }
-
-    /// Appends `lines` and fsyncs the file: when this returns, they survive a crash.
-    pub fn append(&mut self, lines: &[String]) -> Result<(), SinkError> {
-        let rotate = self.current.as_ref().is_some_and(|c| {
-            c.bytes >= self.rotation.max_bytes || c.opened.elapsed() >= self.rotation.max_age
-        });
-        if rotate {
-            self.current = None;
-        }
-        if self.current.is_none() {
-            self.sequence += 1;
-            let path = self
-                .dir
-                .join(format!("{}-{:06}.jsonl", self.prefix, self.sequence));
-            let file = std::fs::OpenOptions::new()
-                .create_new(true)
-                .append(true)
-                .open(&path)
-                .map_err(|source| SinkError::Io {
-                    path: path.clone(),
-                    source,
-                })?;
-            // The new name must survive a crash too: sync the folder once per file.
-            if let Ok(dir) = std::fs::File::open(&self.dir) {
-                let _ = dir.sync_all();
-            }
-            self.current = Some(Current {
-                path,
-                file,
-                bytes: 0,
-                opened: std::time::Instant::now(),
-            });
-        }
-        let current = self.current.as_mut().expect("opened above");
-        let mut buffer = String::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
-        for l in lines {
-            buffer.push_str(l);
-            buffer.push('\n');
-        }
-        let io = |source| SinkError::Io {
-            path: current.path.clone(),
-            source,
-        };
-        current.file.write_all(buffer.as_bytes()).map_err(io)?;
-        current.file.sync_data().map_err(|source| SinkError::Io {
-            path: current.path.clone(),
-            source,
-        })?;
-        current.bytes += buffer.len() as u64;
-        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn lines_in(dir: &Path) -> Vec<(String, Vec<String>)> {
         let mut files: Vec<_> = std::fs::read_dir(dir)
@@ -219,7 +219,18 @@ mod tests {
         files
             .into_iter()
             .map(|p| {
-                let text = std::fs::read_to_string(&p).unwrap();
+                let bytes = std::fs::read(&p).unwrap();
+                let text = if p.to_string_lossy().ends_with(".gz") {
+                    let mut out = String::new();
+                    std::io::Read::read_to_string(
+                        &mut flate2::read::MultiGzDecoder::new(&bytes[..]),
+                        &mut out,
+                    )
+                    .unwrap();
+                    out
+                } else {
+                    String::from_utf8(bytes).unwrap()
+                };
                 (
                     p.file_name().unwrap().to_string_lossy().into_owned(),
                     text.lines().map(str::to_string).collect(),
@@ -228,32 +239,26 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn urls_are_parsed_or_refused_with_the_reason() {
-        assert_eq!(SinkUrl::parse("-").unwrap(), SinkUrl::Stdout);
-        assert_eq!(
-            SinkUrl::parse("file:///var/a").unwrap(),
-            SinkUrl::File("/var/a".into())
-        );
-        assert_eq!(
-            SinkUrl::parse("file://a").unwrap(),
-            SinkUrl::File("a".into())
-        );
-        for bad in ["file://", "http://x", "archive", "s3://b/p"] {
-            assert!(SinkUrl::parse(bad).unwrap_err().to_string().contains(bad));
+    fn options(rotation: Rotation, compression: Option<Compression>) -> SinkOptions {
+        SinkOptions {
+            rotation,
+            compression,
+            ..SinkOptions::default()
         }
     }
 
     #[tokio::test]
     async fn records_land_in_json_lines_files_rotated_by_size() {
         let dir = tempfile::tempdir().unwrap();
+        let rotation = Rotation {
+            max_bytes: 10,
+            max_age: Duration::from_secs(3600),
+        };
         let sink = Sink::open(
             &SinkUrl::File(dir.path().to_path_buf()),
-            Rotation {
-                max_bytes: 10,
-                max_age: Duration::from_secs(3600),
-            },
+            &options(rotation, None),
         )
+        .await
         .unwrap();
         sink.write(vec!["{\"a\":1}".into(), "{\"a\":2}".into()])
             .await
@@ -268,15 +273,34 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_old_file_is_closed_and_a_new_one_begun() {
+    async fn gzipped_files_hold_one_member_per_batch_and_read_back_whole() {
         let dir = tempfile::tempdir().unwrap();
         let sink = Sink::open(
             &SinkUrl::File(dir.path().to_path_buf()),
-            Rotation {
-                max_bytes: u64::MAX,
-                max_age: Duration::from_millis(10),
-            },
+            &options(Rotation::default(), Some(Compression::Gzip)),
         )
+        .await
+        .unwrap();
+        sink.write(vec!["1".into(), "2".into()]).await.unwrap();
+        sink.write(vec!["3".into()]).await.unwrap();
+        let files = lines_in(dir.path());
+        assert_eq!(files.len(), 1);
+        assert!(files[0].0.ends_with(".jsonl.gz"), "{files:?}");
+        assert_eq!(files[0].1, ["1", "2", "3"]);
+    }
+
+    #[tokio::test]
+    async fn an_old_file_is_closed_and_a_new_one_begun() {
+        let dir = tempfile::tempdir().unwrap();
+        let rotation = Rotation {
+            max_bytes: u64::MAX,
+            max_age: Duration::from_millis(10),
+        };
+        let sink = Sink::open(
+            &SinkUrl::File(dir.path().to_path_buf()),
+            &options(rotation, None),
+        )
+        .await
         .unwrap();
         sink.write(vec!["1".into()]).await.unwrap();
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -289,7 +313,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let blocker = dir.path().join("not-a-folder");
         std::fs::write(&blocker, "x").unwrap();
-        let err = Sink::open(&SinkUrl::File(blocker.clone()), Rotation::default()).unwrap_err();
+        let err = Sink::open(&SinkUrl::File(blocker.clone()), &SinkOptions::default())
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("not-a-folder"), "{err}");
     }
 }

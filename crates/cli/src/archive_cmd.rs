@@ -3,14 +3,14 @@
 
 use crate::args::{ArchiveArgs, Global};
 use crate::wiring::Outcome;
-use precise_ttl_archive::{Rotation, Sink};
 use precise_ttl_dynamodb::archive_stream::{ArchiveOptions, archive};
 
 pub async fn run(global: &Global, args: &ArchiveArgs) -> anyhow::Result<Outcome> {
+    let stop = crate::wiring::signal();
     let table = global.table()?;
     let layout = global.layout()?;
     // Records go to standard output with `--to -`: the messages go to standard error then.
-    let sink = Sink::open(&args.to, Rotation::default())?;
+    let sink = args.tuning.open(&args.to, global).await?;
     let dynamo = crate::wiring::connect(global).await?;
     let options = ArchiveOptions {
         ttl_attribute: layout.ttl_attribute.clone(),
@@ -18,7 +18,10 @@ pub async fn run(global: &Global, args: &ArchiveArgs) -> anyhow::Result<Outcome>
         poll_interval: args.poll_interval,
         record_time_resolution: args.record_time_resolution,
     };
-    let report = archive(&dynamo, table, &sink, &options, crate::wiring::signal()).await?;
+    let report = archive(&dynamo, table, &sink, &options, stop).await;
+    // Whatever the stream did, what reached the sink goes to its final place.
+    sink.flush(crate::wiring::ARCHIVE_FLUSH_WAIT).await?;
+    let report = report?;
     eprintln!(
         "stopped: {} expiry records archived ({} by native TTL), {} other REMOVE records left out",
         report.records, report.native, report.other_removes

@@ -47,6 +47,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
         println!("precise-ttl run: metrics on http://{bound}/metrics");
     }
     let dynamo = crate::wiring::connect(global).await?;
+    let sink = args.archive.open(global).await?;
     let mode = args.delete_mode.mode();
     let config = daemon_config(args);
     let stopped_early = || {
@@ -75,8 +76,8 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
             let what = format!("{} shards", layout.shards);
             let shards: SharedPartitioning<_> = Arc::new(layout.shards);
             let mut store = store.with_delete_mode(mode);
-            if let Some(sink) = args.archive.open()? {
-                store = store.with_archive(sink);
+            if let Some(sink) = &sink {
+                store = store.with_archive(sink.clone());
             }
             let store = Arc::new(store);
             let daemon = Daemon::new(store, dynamo.store_clock.clone(), shards, config)
@@ -147,6 +148,9 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
             report
         }
     };
+    if let Some(sink) = &sink {
+        sink.flush(crate::wiring::ARCHIVE_FLUSH_WAIT).await?;
+    }
     let watermark = match report.watermark {
         Some(w) => format!(
             "{w} ({} ms behind the clock)",

@@ -69,14 +69,19 @@ pub async fn run(global: &Global, args: &SweepArgs) -> anyhow::Result<Outcome> {
     let dynamo = crate::wiring::connect(global).await?;
     let clock = dynamo.store_clock.clone();
     let mut store = DynamoStore::open(dynamo, table, layout.clone()).await?;
-    if let Some(sink) = args.archive.open()? {
-        store = store.with_archive(sink);
+    let sink = args.archive.open(global).await?;
+    if let Some(sink) = &sink {
+        store = store.with_archive(sink.clone());
     }
     config.probe_strays = true;
     let started = Instant::now();
     let report = Sweeper::new(Arc::new(store), clock, Arc::new(layout.shards), config)
         .sweep_once()
-        .await?;
+        .await;
+    if let Some(sink) = &sink {
+        sink.flush(crate::wiring::ARCHIVE_FLUSH_WAIT).await?;
+    }
+    let report = report?;
     let secs = started.elapsed().as_secs_f64();
     if args.json {
         let json = serde_json::json!({

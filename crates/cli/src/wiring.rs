@@ -25,26 +25,38 @@ pub async fn connect(global: &args::Global) -> Result<Dynamo, precise_ttl_dynamo
     .await
 }
 
-/// SIGINT or SIGTERM.
-pub async fn signal() {
+/// How long a stopping command waits for its archive to reach its final place (S3: the last
+/// segments uploaded); what is left stays in the spool for the next start.
+pub const ARCHIVE_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// SIGINT or SIGTERM. The handlers are installed when this is called, not when it is first
+/// awaited: a signal that comes while a command is still starting (opening its archive, say)
+/// must stop it in order rather than kill it.
+pub fn signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
+        let term = signal(SignalKind::terminate()).ok();
+        let interrupt = signal(SignalKind::interrupt()).ok();
+        async move {
+            match (term, interrupt) {
+                (Some(mut term), Some(mut interrupt)) => {
+                    tokio::select! {
+                        _ = interrupt.recv() => {}
+                        _ = term.recv() => {}
+                    }
                 }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 

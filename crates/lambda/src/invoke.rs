@@ -36,6 +36,8 @@ pub enum InvokeError {
         "the invocation has {remaining_ms} ms left, less than the safety margin of {margin_ms} ms: raise the function's timeout or lower PRECISE_TTL_SAFETY_MARGIN"
     )]
     TooShort { remaining_ms: i64, margin_ms: u128 },
+    #[error("{0}")]
+    Archive(String),
 }
 
 /// What an invocation returns (and logs).
@@ -95,6 +97,9 @@ pub struct Environment {
     worker: String,
     cold: AtomicBool,
     init: Duration,
+    /// `PRECISE_TTL_ARCHIVE`'s sink, opened at the first invocation that needs it (a bucket
+    /// that cannot be used fails that invocation in one line; the next one tries again).
+    archive: tokio::sync::OnceCell<precise_ttl_archive::Sink>,
 }
 
 impl Environment {
@@ -118,7 +123,60 @@ impl Environment {
             worker,
             cold: AtomicBool::new(true),
             init: started.elapsed(),
+            archive: tokio::sync::OnceCell::new(),
         }
+    }
+
+    /// The archive named by `PRECISE_TTL_ARCHIVE` (with `_COMPRESSION`, `_ROTATE_EVERY`,
+    /// `_SPOOL`, `_ENDPOINT_URL`), if set. The spool defaults to /tmp, which lives as long as
+    /// the execution environment: each invocation flushes it to S3 before it returns.
+    async fn archive(&self) -> Result<Option<&precise_ttl_archive::Sink>, InvokeError> {
+        let Some(url) = self
+            .env
+            .get("PRECISE_TTL_ARCHIVE")
+            .filter(|u| !u.is_empty())
+        else {
+            return Ok(None);
+        };
+        let invalid = |name: &str, value: &String, why: String| {
+            InvokeError::Config(ConfigError::Invalid {
+                name: name.into(),
+                value: value.clone(),
+                why,
+            })
+        };
+        let url = precise_ttl_archive::SinkUrl::parse(url)
+            .map_err(|e| invalid("archive", url, e.to_string()))?;
+        let compression = match self.env.get("PRECISE_TTL_ARCHIVE_COMPRESSION") {
+            None => None,
+            Some(v) => Some(
+                precise_ttl_archive::Compression::parse(v)
+                    .map_err(|e| invalid("archive-compression", v, e))?,
+            ),
+        };
+        let max_age = match self.env.get("PRECISE_TTL_ARCHIVE_ROTATE_EVERY") {
+            None => precise_ttl_archive::Rotation::default().max_age,
+            Some(v) => precise_ttl_core::parse_duration(v)
+                .map_err(|e| invalid("archive-rotate-every", v, e.to_string()))?,
+        };
+        let options = precise_ttl_archive::SinkOptions {
+            rotation: precise_ttl_archive::Rotation {
+                max_age,
+                ..precise_ttl_archive::Rotation::default()
+            },
+            compression,
+            spool: Some(self.env.get("PRECISE_TTL_ARCHIVE_SPOOL").map_or_else(
+                || std::env::temp_dir().join("precise-ttl-spool"),
+                Into::into,
+            )),
+            s3_endpoint_url: self.env.get("PRECISE_TTL_ARCHIVE_ENDPOINT_URL").cloned(),
+            ..precise_ttl_archive::SinkOptions::default()
+        };
+        self.archive
+            .get_or_try_init(|| precise_ttl_archive::Sink::open(&url, &options))
+            .await
+            .map(Some)
+            .map_err(|e| InvokeError::Archive(e.to_string()))
     }
 
     /// A DynamoDB Streams batch (the function as the table stream's consumer): its expiry
@@ -155,6 +213,7 @@ impl Environment {
         let cold = self.cold.swap(false, Ordering::Relaxed);
         let config = LambdaConfig::resolve(&self.env, &overrides(event)?)?;
         let dynamo = self.dynamo.clone().map_err(InvokeError::Client)?;
+        let archive = self.archive().await?;
         let remaining_ms = deadline_ms as i64 - SystemClock.now().as_millis();
         let run_ms = remaining_ms - config.safety_margin.as_millis() as i64;
         if run_ms <= 0 {
@@ -170,9 +229,12 @@ impl Environment {
             .unwrap_or_else(|| self.worker.clone());
 
         let Some((store, leases)) = until_open(stop_at, || async {
-            let store = DynamoStore::open(dynamo.clone(), &config.table, config.layout.clone())
+            let mut store = DynamoStore::open(dynamo.clone(), &config.table, config.layout.clone())
                 .await?
                 .with_delete_mode(config.delete_mode);
+            if let Some(sink) = archive {
+                store = store.with_archive(sink.clone());
+            }
             let leases = match &config.lease_table {
                 None => None,
                 Some(name) => {
@@ -208,7 +270,18 @@ impl Environment {
             shards,
             config.daemon.clone(),
         );
-        let report = run_worker(daemon, leases, tokio::time::sleep_until(stop_at)).await?;
+        let report = run_worker(daemon, leases, tokio::time::sleep_until(stop_at)).await;
+        if let Some(sink) = archive {
+            // Records spooled in /tmp must be in S3 before the environment may be frozen or
+            // recycled; the drain's half of the margin is left for it.
+            let wait = Duration::from_millis(
+                (deadline_ms as i64 - SystemClock.now().as_millis() - 100).max(100) as u64,
+            );
+            sink.flush(wait)
+                .await
+                .map_err(|e| InvokeError::Archive(e.to_string()))?;
+        }
+        let report = report?;
         Ok(self.report(request_id, &worker, &config, report, began, cold))
     }
 

@@ -211,24 +211,73 @@ pub struct ScanSegments {
 #[derive(Debug, Args)]
 pub struct ArchiveArg {
     /// Keep a record of every item deleted: its last image, as a DynamoDB Streams REMOVE record
-    /// (docs/expiry-records.md). file://DIR: JSON Lines files, a new one every 64 MiB or 5 min,
-    /// each batch fsynced before its deletes count as done; -: standard output. A failing
-    /// archive stops deleting (sharded index only)
+    /// (docs/expiry-records.md). file://DIR: JSON Lines files, each batch fsynced before its
+    /// deletes count as done; s3://BUCKET/PREFIX: the same through a local spool (--archive-spool),
+    /// one object per --archive-rotate-every; -: standard output. A failing archive stops
+    /// deleting (sharded index only)
     #[arg(long, env = "PRECISE_TTL_ARCHIVE", value_name = "URL",
           value_parser = |s: &str| precise_ttl_archive::SinkUrl::parse(s).map_err(|e| e.to_string()))]
     pub archive: Option<precise_ttl_archive::SinkUrl>,
+
+    #[command(flatten)]
+    pub tuning: SinkTuning,
 }
 
 impl ArchiveArg {
-    /// The sink, opened (its folder created), if `--archive` was given.
-    pub fn open(&self) -> anyhow::Result<Option<precise_ttl_archive::Sink>> {
+    /// The sink, opened (a folder created, a bucket checked), if `--archive` was given.
+    pub async fn open(
+        &self,
+        global: &crate::args::Global,
+    ) -> anyhow::Result<Option<precise_ttl_archive::Sink>> {
         match &self.archive {
             None => Ok(None),
-            Some(url) => Ok(Some(precise_ttl_archive::Sink::open(
-                url,
-                precise_ttl_archive::Rotation::default(),
-            )?)),
+            Some(url) => Ok(Some(self.tuning.open(url, global).await?)),
         }
+    }
+}
+
+/// How an archive is written, beyond its URL (`run`, `sweep`, `archive`).
+#[derive(Debug, Args)]
+pub struct SinkTuning {
+    /// Compress archive files and S3 objects (.jsonl.gz). Default: gzip for s3://, none for file://
+    #[arg(long, env = "PRECISE_TTL_ARCHIVE_COMPRESSION", value_name = "gzip|none",
+          value_parser = precise_ttl_archive::Compression::parse)]
+    pub archive_compression: Option<precise_ttl_archive::Compression>,
+
+    /// Start a new archive file (s3://: upload one object) this often, or at 64 MiB
+    #[arg(long, env = "PRECISE_TTL_ARCHIVE_ROTATE_EVERY", default_value = "5m", value_parser = crate::args::duration)]
+    pub archive_rotate_every: Duration,
+
+    /// s3://: where records wait until their object is uploaded (one folder per destination
+    /// inside). A record counts as kept once it is here, so put it on a disk that outlives the
+    /// process; a new process uploads what a killed one left. Default: $STATE_DIRECTORY/spool,
+    /// else ~/.local/state/precise-ttl/spool
+    #[arg(long, env = "PRECISE_TTL_ARCHIVE_SPOOL", value_name = "DIR")]
+    pub archive_spool: Option<std::path::PathBuf>,
+
+    /// s3://: an S3-compatible server instead of AWS's S3 endpoint (addressed path-style)
+    #[arg(long, env = "PRECISE_TTL_ARCHIVE_ENDPOINT_URL", value_name = "URL")]
+    pub archive_endpoint_url: Option<String>,
+}
+
+impl SinkTuning {
+    pub async fn open(
+        &self,
+        url: &precise_ttl_archive::SinkUrl,
+        global: &crate::args::Global,
+    ) -> anyhow::Result<precise_ttl_archive::Sink> {
+        let options = precise_ttl_archive::SinkOptions {
+            rotation: precise_ttl_archive::Rotation {
+                max_age: self.archive_rotate_every,
+                ..precise_ttl_archive::Rotation::default()
+            },
+            compression: self.archive_compression,
+            spool: self.archive_spool.clone(),
+            s3_endpoint_url: self.archive_endpoint_url.clone(),
+            region: global.region.clone(),
+            ..precise_ttl_archive::SinkOptions::default()
+        };
+        Ok(precise_ttl_archive::Sink::open(url, &options).await?)
     }
 }
 
@@ -532,10 +581,14 @@ pub struct BenchArgs {
 
 #[derive(Debug, Args)]
 pub struct ArchiveArgs {
-    /// Where the records go: file://DIR (JSON Lines, fsynced) or - (standard output)
+    /// Where the records go: file://DIR (JSON Lines, fsynced), s3://BUCKET/PREFIX (through a
+    /// local spool) or - (standard output)
     #[arg(long, env = "PRECISE_TTL_ARCHIVE_TO", value_name = "URL",
           value_parser = |s: &str| precise_ttl_archive::SinkUrl::parse(s).map_err(|e| e.to_string()))]
     pub to: precise_ttl_archive::SinkUrl,
+
+    #[command(flatten)]
+    pub tuning: SinkTuning,
 
     /// The table of each stream shard's archived position (created if missing)
     #[arg(long, env = "PRECISE_TTL_ARCHIVE_CHECKPOINT_TABLE",

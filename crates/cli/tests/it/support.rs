@@ -297,3 +297,42 @@ pub fn artifact(name: &str, test: &str, figures: serde_json::Value) {
     std::fs::write(&path, serde_json::to_string_pretty(&json).unwrap() + "\n")
         .expect("write the artifact");
 }
+
+/// The endpoint of a local S3-compatible server (moto, `scripts/s3-local`), started once for this
+/// test binary; it stops when our end of its stdin pipe closes at exit.
+pub fn s3_endpoint() -> &'static str {
+    static ENDPOINT: OnceLock<String> = OnceLock::new();
+    static SERVER: OnceLock<std::sync::Mutex<std::process::Child>> = OnceLock::new();
+    ENDPOINT.get_or_init(|| {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let script =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/s3-local");
+        let child = std::process::Command::new(script)
+            .args(["serve", &port.to_string()])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("scripts/s3-local starts");
+        let server = SERVER.get_or_init(|| std::sync::Mutex::new(child));
+        let url = format!("http://127.0.0.1:{port}");
+        let started = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = server.lock().unwrap().try_wait() {
+                panic!("scripts/s3-local serve exited ({status}) before serving");
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(120),
+                "the local S3 server did not start on {url}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        url
+    })
+}
+
+/// A client of the local S3 server.
+pub async fn s3() -> aws_sdk_s3::Client {
+    precise_ttl_archive::s3::client(Some(s3_endpoint()), None).await
+}
