@@ -5,6 +5,7 @@
 mod adoption;
 mod adversarial;
 mod archive;
+mod archive_crash;
 mod chaos;
 mod cli;
 mod clock;
