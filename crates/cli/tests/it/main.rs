@@ -5,6 +5,7 @@
 mod adoption;
 mod adversarial;
 mod archive;
+mod archive_crash;
 mod archive_s3;
 mod chaos;
 mod cli;
