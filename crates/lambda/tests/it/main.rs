@@ -164,44 +164,7 @@ async fn late_port(target: &'static str, closed_for: Duration) -> String {
 /// the invocation (it does not fail), then deletes what is due.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invocation_rides_out_a_store_unreachable_at_its_start() {
-    use precise_ttl_bench_driver::ItemWriter;
-    use precise_ttl_bench_driver::items::epoch_seconds;
-    use precise_ttl_core::Timestamp;
-    let dynamo = Dynamo::local(local());
-    let table = format!("precise-ttl-lambda-it-{:08x}", fastrand::u32(..));
-    let layout = TtlLayout::default();
-    precise_ttl_bench_driver::load::create_bare(&dynamo, &table, "pk")
-        .await
-        .unwrap();
-    let options = precise_ttl_dynamodb::SetupOptions {
-        native_ttl: false,
-        poll_interval: Duration::from_millis(100),
-        ..Default::default()
-    };
-    precise_ttl_dynamodb::setup::setup(&dynamo, &table, &layout, &options)
-        .await
-        .unwrap();
-    let writer = ItemWriter::new("pk", &layout);
-    let now = Timestamp::from_millis(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as i64,
-    );
-    let items = (0..50)
-        .map(|i| {
-            let ttl = Timestamp::from_millis(now.as_millis() - 60_000 + i * 1_000);
-            writer.item(
-                &format!("due-{i}"),
-                Some(epoch_seconds(ttl)),
-                Some((i % 16) as u16),
-            )
-        })
-        .collect();
-    precise_ttl_bench_driver::put_all(&dynamo, &table, items, |_| {})
-        .await
-        .unwrap();
-
+    let (dynamo, table) = table_with_due_items(50).await;
     let endpoint = late_port(local(), Duration::from_secs(3)).await;
     let mut lambda = LocalLambda::new(Function {
         program: FUNCTION.into(),
@@ -269,4 +232,105 @@ async fn a_stream_batch_is_answered_with_its_expiry_records() {
             .any(|l| l.contains("deleted-early\"}},\"OldImage")),
         "{lines:?}"
     );
+}
+
+/// A table with the expiry index (native TTL off) and `count` items due a minute ago or less.
+async fn table_with_due_items(count: i64) -> (Dynamo, String) {
+    use precise_ttl_bench_driver::ItemWriter;
+    use precise_ttl_bench_driver::items::epoch_seconds;
+    use precise_ttl_core::Timestamp;
+    let dynamo = Dynamo::local(local());
+    let table = format!("precise-ttl-lambda-it-{:08x}", fastrand::u32(..));
+    let layout = TtlLayout::default();
+    precise_ttl_bench_driver::load::create_bare(&dynamo, &table, "pk")
+        .await
+        .unwrap();
+    let options = precise_ttl_dynamodb::SetupOptions {
+        native_ttl: false,
+        poll_interval: Duration::from_millis(100),
+        ..Default::default()
+    };
+    precise_ttl_dynamodb::setup::setup(&dynamo, &table, &layout, &options)
+        .await
+        .unwrap();
+    let writer = ItemWriter::new("pk", &layout);
+    let now = Timestamp::from_millis(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64,
+    );
+    let items = (0..count)
+        .map(|i| {
+            let ttl = Timestamp::from_millis(now.as_millis() - 60_000 + i * 1_000);
+            writer.item(
+                &format!("due-{i}"),
+                Some(epoch_seconds(ttl)),
+                Some((i % 16) as u16),
+            )
+        })
+        .collect();
+    precise_ttl_bench_driver::put_all(&dynamo, &table, items, |_| {})
+        .await
+        .unwrap();
+    (dynamo, table)
+}
+
+/// `PRECISE_TTL_ARCHIVE` on the function: every item an invocation deletes has its record in the
+/// archive when the invocation returns; an archive URL that cannot be used fails the invocation
+/// in one line before anything is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invocation_archives_every_item_it_deletes() {
+    let (dynamo, table) = table_with_due_items(30).await;
+    let function = |archive: &str| {
+        LocalLambda::new(Function {
+            program: FUNCTION.into(),
+            name: "precise-ttl-it".into(),
+            memory_mb: 128,
+            variables: vec![
+                ("PRECISE_TTL_TABLE".into(), table.clone()),
+                ("AWS_ENDPOINT_URL_DYNAMODB".into(), local().into()),
+                ("PRECISE_TTL_ARCHIVE".into(), archive.into()),
+            ],
+        })
+    };
+    let mut bad = function("ftp://nowhere");
+    bad.invoke(serde_json::json!({}), Duration::from_secs(10))
+        .await
+        .unwrap();
+    let records = bad.shut_down(Duration::from_secs(15)).await;
+    let error = records[0].result.as_ref().unwrap_err();
+    let message = error["errorMessage"].as_str().unwrap_or_default();
+    assert!(message.contains("ftp://nowhere"), "{error}");
+    assert!(!message.contains('\n'), "one line: {message}");
+
+    let dir = std::env::temp_dir().join(format!("precise-ttl-lambda-{:08x}", fastrand::u32(..)));
+    let mut lambda = function(&format!("file://{}", dir.display()));
+    lambda
+        .invoke(serde_json::json!({}), Duration::from_secs(6))
+        .await
+        .unwrap();
+    let records = lambda.shut_down(Duration::from_secs(15)).await;
+    let report = records[0].result.as_ref().expect("the invocation succeeds");
+    assert_eq!(report["deleted"], 30, "{report}");
+    let mut keys = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        for line in std::fs::read_to_string(entry.unwrap().path())
+            .unwrap()
+            .lines()
+        {
+            let record: serde_json::Value = serde_json::from_str(line).unwrap();
+            keys.insert(
+                record["dynamodb"]["Keys"]["pk"]["S"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            );
+        }
+    }
+    let expected: std::collections::BTreeSet<String> =
+        (0..30).map(|i| format!("due-{i}")).collect();
+    assert_eq!(keys, expected);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = dynamo.query.delete_table().table_name(&table).send().await;
 }
