@@ -248,6 +248,13 @@ async fn run_on(
         run_started_ms: run_started.as_millis(),
         run_ended_ms: run_ended.as_millis(),
         observer_error_ms: Some(observer_delay_ms),
+        // The bound goes by the faster of the two ways this run measured the store deleting.
+        capacity: raw.map(|r| precise_ttl_bench::StoreCapacity {
+            per_second: r.single_per_s.max(r.batch_per_s),
+            burst_items: 0.0,
+            floor_ms: 0.0,
+            source: "this run's faster raw delete rate (DeleteItem or PartiQL batch)".into(),
+        }),
     };
     let measured = Measured {
         load_seconds,

@@ -48,6 +48,9 @@ pub struct Report {
     pub per_second: Vec<SecondStats>,
     /// Lag histogram over `Expire` items (clamped at 0); the last bucket may be an overflow bucket.
     pub lag_histogram: Vec<HistBucket>,
+    /// The physical bound of this workload on this store, and our ratio to it.
+    #[serde(default)]
+    pub bound: Option<crate::Bound>,
 }
 
 /// When the run happened.
@@ -411,6 +414,19 @@ pub fn analyze(inputs: &Inputs) -> Report {
             .map(|l| backlog_removed as f64 / ((l - start) as f64 / 1000.0)),
     };
 
+    let bound = inputs.capacity.as_ref().map(|capacity| {
+        let ttls: Vec<i64> = planted
+            .values()
+            .filter_map(|e| match e {
+                Expectation::Expire { ttl_ms } => Some(*ttl_ms),
+                _ => None,
+            })
+            .collect();
+        let (p99, max) = lag.as_ref().map_or((0, 0), |l| (l.p99_ms, l.max_ms));
+        crate::bound::bound(&ttls, capacity, p99, max)
+    });
+    let lag_points = thin(lag_points);
+
     Report {
         run: RunInfo {
             started_ms: start,
@@ -427,7 +443,35 @@ pub fn analyze(inputs: &Inputs) -> Report {
         lag_points,
         per_second,
         lag_histogram,
+        bound,
     }
+}
+
+/// Points a report keeps for its plot at most: a run of a million items would otherwise write a
+/// report of a hundred megabytes.
+pub const LAG_POINTS_KEPT: usize = 50_000;
+
+/// At most [`LAG_POINTS_KEPT`] points: an even sample in time, plus every point of the top 1 %
+/// of lags, so the plot still shows the tail.
+fn thin(points: Vec<LagPoint>) -> Vec<LagPoint> {
+    if points.len() <= LAG_POINTS_KEPT {
+        return points;
+    }
+    let mut lags: Vec<i64> = points.iter().map(|p| p.lag_ms).collect();
+    let cut = lags.len() - lags.len() / 100;
+    let (_, tail, _) = lags.select_nth_unstable(cut);
+    let tail = *tail;
+    let stride = points
+        .len()
+        .div_ceil(LAG_POINTS_KEPT - points.len() / 100 - 1)
+        .max(1);
+    points
+        .into_iter()
+        .enumerate()
+        .filter(|(i, p)| i % stride == 0 || p.lag_ms >= tail)
+        .map(|(_, p)| p)
+        .take(LAG_POINTS_KEPT)
+        .collect()
 }
 
 /// An auto-resizing HDR histogram of `values`.
@@ -538,5 +582,31 @@ mod tests {
         assert!(last.overflow);
         assert_eq!((last.lo_ms, last.hi_ms, last.count), (1050, 50_000, 1));
         assert!(buckets.len() <= HIST_BUCKETS as usize + 2);
+    }
+}
+
+#[cfg(test)]
+mod thin_tests {
+    use super::*;
+
+    #[test]
+    fn a_million_points_are_thinned_to_a_sample_that_keeps_the_tail() {
+        let points: Vec<LagPoint> = (0..1_000_000)
+            .map(|i| LagPoint {
+                t_s: i as f64 / 1000.0,
+                lag_ms: if i == 777_777 { 9_999 } else { i % 100 },
+            })
+            .collect();
+        let kept = thin(points);
+        assert!(kept.len() <= LAG_POINTS_KEPT, "{}", kept.len());
+        assert!(kept.len() > LAG_POINTS_KEPT / 2, "{}", kept.len());
+        assert!(
+            kept.iter().any(|p| p.lag_ms == 9_999),
+            "the worst point is kept"
+        );
+        assert!(
+            kept.windows(2).all(|w| w[0].t_s <= w[1].t_s),
+            "still in time order"
+        );
     }
 }

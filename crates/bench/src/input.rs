@@ -61,4 +61,7 @@ pub struct Inputs {
     pub run_ended_ms: i64,
     /// Measured stream observation delay in ms, reported as-is.
     pub observer_error_ms: Option<f64>,
+    /// What the store can do, for the physical bound ([`crate::bound`]); `None`: no bound.
+    #[serde(default)]
+    pub capacity: Option<crate::StoreCapacity>,
 }

@@ -8,6 +8,7 @@
 //! only I/O is [`write_plot`], which writes the file it is asked to.
 
 pub mod analyze;
+pub mod bound;
 pub mod input;
 pub mod markdown;
 pub mod plot;
@@ -16,5 +17,6 @@ pub use analyze::{
     BacklogStats, Counts, HistBucket, LEFT_BEHIND_LISTED, LagPoint, LagStats, LeftBehind, Report,
     RunInfo, SecondStats, Throughput, WrongDeletion, WrongKind, analyze,
 };
+pub use bound::{Bound, StoreCapacity, bound, perfect_lags};
 pub use input::{Expectation, Inputs, Planted, Removal};
 pub use plot::{PlotError, write_plot};

@@ -41,6 +41,26 @@ impl Report {
             }
             None => rows.push(("lag", "n/a (no expiring item deleted)".to_owned())),
         }
+        if let Some(b) = &self.bound {
+            let ratio = |r: Option<f64>| r.map_or("n/a".to_owned(), |r| format!("{r:.2}"));
+            rows.push((
+                "physical bound p50 / p99 / max",
+                format!(
+                    "{:.0} / {:.0} / {:.0} ms at {:.0} deletes/s (burst {:.0}, floor {:.1} ms; {})",
+                    b.p50_ms,
+                    b.p99_ms,
+                    b.max_ms,
+                    b.capacity.per_second,
+                    b.capacity.burst_items,
+                    b.capacity.floor_ms,
+                    b.capacity.source
+                ),
+            ));
+            rows.push((
+                "our lag / bound",
+                format!("p99 {} ×, max {} ×", ratio(b.ratio_p99), ratio(b.ratio_max)),
+            ));
+        }
         rows.push((
             "deletions/s",
             format!(

@@ -48,6 +48,7 @@ fn inputs(planted: Vec<Planted>, removals: Vec<Removal>) -> Inputs {
         run_started_ms: START,
         run_ended_ms: START + 60_000,
         observer_error_ms: Some(12.5),
+        capacity: None,
     }
 }
 

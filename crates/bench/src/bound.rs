@@ -1,0 +1,152 @@
+//! The physical bound of a workload: the lag a sweeper with perfect knowledge would get on the
+//! same store. It knows every key and TTL in advance and deletes each item the instant it is due,
+//! oldest first, as fast as the store's capacity allows: a token bucket refilled at
+//! `per_second` items/s, holding at most `burst_items` (the store's burst credit; full at the
+//! start), plus `floor_ms`, the one round trip every delete needs. With integer TTLs every item
+//! of a second is due at once, so the last of them waits about (items per second) / capacity:
+//! no sweeper can do better, and a report states our lag as a ratio to this.
+
+use serde::{Deserialize, Serialize};
+
+/// What the store can do, as measured (DynamoDB Local) or configured (the simulator).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoreCapacity {
+    /// Deletes per second, sustained.
+    pub per_second: f64,
+    /// Deletes the store takes at once on top of its rate (burst credit); 0 for none.
+    pub burst_items: f64,
+    /// The least time from a delete's sending to its commit, ms.
+    pub floor_ms: f64,
+    /// Where the figures come from, for the reader.
+    pub source: String,
+}
+
+/// The perfect sweeper's lag over the workload's expiring items, and ours against it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Bound {
+    pub capacity: StoreCapacity,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    /// Our lag p99 / the bound's p99 (1.0: at the limit; `None` when the bound is 0).
+    pub ratio_p99: Option<f64>,
+    /// Our max lag / the bound's max.
+    pub ratio_max: Option<f64>,
+}
+
+/// The perfect sweeper's lags (ms), one per TTL in `ttls_ms` (any order).
+pub fn perfect_lags(ttls_ms: &[i64], capacity: &StoreCapacity) -> Vec<f64> {
+    let mut ttls = ttls_ms.to_vec();
+    ttls.sort_unstable();
+    let rate_per_ms = capacity.per_second.max(1e-9) / 1000.0;
+    let depth = capacity.burst_items.max(1.0);
+    let mut tokens = depth;
+    // The bucket's state is known at `at`; deletes happen in TTL order, never before a TTL.
+    let mut at = match ttls.first() {
+        Some(&t) => t as f64,
+        None => return Vec::new(),
+    };
+    ttls.iter()
+        .map(|&ttl| {
+            let ttl = ttl as f64;
+            if ttl > at {
+                tokens = (tokens + (ttl - at) * rate_per_ms).min(depth);
+                at = ttl;
+            }
+            if tokens < 1.0 {
+                at += (1.0 - tokens) / rate_per_ms;
+                tokens = 1.0;
+            }
+            tokens -= 1.0;
+            at - ttl + capacity.floor_ms
+        })
+        .collect()
+}
+
+/// The bound over `ttls_ms`, with our own p99 and max for the ratios.
+pub fn bound(ttls_ms: &[i64], capacity: &StoreCapacity, ours_p99: u64, ours_max: u64) -> Bound {
+    let mut lags = perfect_lags(ttls_ms, capacity);
+    lags.sort_by(f64::total_cmp);
+    let at = |q: f64| -> f64 {
+        if lags.is_empty() {
+            return 0.0;
+        }
+        let i = ((q * lags.len() as f64).ceil() as usize).clamp(1, lags.len()) - 1;
+        lags[i]
+    };
+    let round = |v: f64| (v * 10.0).round() / 10.0;
+    let ratio = |ours: u64, bound: f64| {
+        (bound > 0.0).then(|| (ours as f64 / bound * 100.0).round() / 100.0)
+    };
+    let (p50, p99, max) = (at(0.5), at(0.99), at(1.0));
+    Bound {
+        capacity: capacity.clone(),
+        p50_ms: round(p50),
+        p99_ms: round(p99),
+        max_ms: round(max),
+        ratio_p99: ratio(ours_p99, p99),
+        ratio_max: ratio(ours_max, max),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn capacity(per_second: f64, burst_items: f64) -> StoreCapacity {
+        StoreCapacity {
+            per_second,
+            burst_items,
+            floor_ms: 0.0,
+            source: "test".into(),
+        }
+    }
+
+    #[test]
+    fn integer_ttls_wait_for_their_seconds_burst_to_drain() {
+        // 500 items due at each of 10 whole seconds, a store of 1 000/s: the last of each
+        // second waits 0.5 s, the first none.
+        let ttls: Vec<i64> = (0..10)
+            .flat_map(|s| std::iter::repeat_n(s * 1000, 500))
+            .collect();
+        let b = bound(&ttls, &capacity(1000.0, 0.0), 600, 700);
+        assert!((b.max_ms - 499.0).abs() < 1.5, "{b:?}");
+        assert!((b.p50_ms - 250.0).abs() < 2.0, "{b:?}");
+        assert_eq!(b.ratio_max, Some(1.4));
+    }
+
+    #[test]
+    fn fractional_ttls_below_capacity_wait_for_nothing_but_the_round_trip() {
+        let ttls: Vec<i64> = (0..5000).map(|i| i * 2).collect(); // 500/s
+        let c = StoreCapacity {
+            floor_ms: 4.0,
+            ..capacity(1000.0, 0.0)
+        };
+        let b = bound(&ttls, &c, 8, 12);
+        assert_eq!((b.p50_ms, b.p99_ms, b.max_ms), (4.0, 4.0, 4.0));
+        assert_eq!(b.ratio_p99, Some(2.0));
+    }
+
+    #[test]
+    fn burst_credit_absorbs_a_burst_up_to_its_size() {
+        let ttls = vec![0; 1500];
+        let lags = perfect_lags(&ttls, &capacity(1000.0, 1000.0));
+        assert_eq!(lags.iter().filter(|&&l| l == 0.0).count(), 1000);
+        assert!((lags[1499] - 500.0).abs() < 1.5, "{}", lags[1499]);
+    }
+
+    #[test]
+    fn over_capacity_the_queue_grows_and_the_bound_says_so() {
+        // 2 000/s for 5 s on a 1 000/s store: the last item waits about 5 s.
+        let ttls: Vec<i64> = (0..10_000).map(|i| i / 2).collect();
+        let b = bound(&ttls, &capacity(1000.0, 0.0), 0, 0);
+        assert!((b.max_ms - 5000.0).abs() < 5.0, "{b:?}");
+        assert_eq!(b.ratio_p99, Some(0.0));
+    }
+
+    #[test]
+    fn no_items_no_bound() {
+        let b = bound(&[], &capacity(1000.0, 0.0), 0, 0);
+        assert_eq!((b.p99_ms, b.ratio_p99), (0.0, None));
+    }
+}
