@@ -181,6 +181,35 @@ pub async fn run(global: &Global, args: &DoctorArgs) -> anyhow::Result<Outcome> 
         });
     }
 
+    // The index's write load ahead, from the index itself (a sample scan cannot tell the rate).
+    let mut upcoming = Vec::new();
+    if scan
+        .shape()
+        .expiry_index(&layout)
+        .is_ok_and(|i| i.is_some())
+    {
+        let dynamo = crate::wiring::connect(global).await?;
+        let now = dynamo.store_clock.now();
+        for shard in layout.shards.all() {
+            let s = precise_ttl_dynamodb::status::shard_status(&dynamo, table, &layout, shard, now)
+                .await?;
+            upcoming.push(s.upcoming);
+        }
+    }
+    let advice = (!upcoming.is_empty()).then(|| {
+        precise_ttl_core::sizing::advise(
+            &upcoming,
+            precise_ttl_dynamodb::status::UPCOMING.as_secs_f64(),
+        )
+    });
+    if let Some(a) = advice.filter(|a| !a.enough) {
+        findings.push(Finding {
+            kind: "shards_too_few",
+            count: a.shards_needed,
+            examples: Vec::new(),
+            message: a.describe(u64::from(layout.shards.get())),
+        });
+    }
     if args.json {
         println!(
             "{}",
@@ -191,6 +220,12 @@ pub async fn run(global: &Global, args: &DoctorArgs) -> anyhow::Result<Outcome> 
                 "sample": args.sample.is_some(),
                 "native_ttl": { "status": status, "attribute": native_attribute },
                 "findings": findings,
+                "sizing": advice.map(|a| serde_json::json!({
+                    "expiries_per_second_next_minute": a.expiries_per_s,
+                    "index_partition_wcu_per_second_busiest": a.busiest_partition_wcu,
+                    "shards_needed": a.shards_needed,
+                    "enough": a.enough,
+                })),
             })
         );
     } else {
@@ -202,6 +237,9 @@ pub async fn run(global: &Global, args: &DoctorArgs) -> anyhow::Result<Outcome> 
             println!(
                 "  no findings: every TTL item is indexed, the index and native TTL are in place"
             );
+        }
+        if let Some(a) = advice.filter(|a| a.enough) {
+            println!("  shards: {}", a.describe(u64::from(layout.shards.get())));
         }
         for f in &findings {
             println!("  ✗ {}", f.message);

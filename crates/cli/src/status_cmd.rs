@@ -53,6 +53,11 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
         }
     }
     let watermark = shards.iter().map(|s| s.watermark(now)).min().unwrap_or(now);
+    let upcoming: Vec<u64> = shards.iter().map(|s| s.upcoming).collect();
+    let advice = precise_ttl_core::sizing::advise(
+        &upcoming,
+        precise_ttl_dynamodb::status::UPCOMING.as_secs_f64(),
+    );
     let due: u64 = shards.iter().map(|s| s.due).sum();
     let age = |t: Timestamp| now.millis_since(t) as f64 / 1000.0;
     let offset = clock.offset_ms().map(|ms| ms as f64 / 1000.0);
@@ -69,6 +74,13 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
             "due": due,
             "watermark": watermark.as_secs_f64(),
             "watermark_delay_seconds": age(watermark),
+            "sizing": {
+                "expiries_per_second_next_minute": advice.expiries_per_s,
+                "index_partition_wcu_per_second_mean": advice.mean_partition_wcu,
+                "index_partition_wcu_per_second_busiest": advice.busiest_partition_wcu,
+                "shards_needed": advice.shards_needed,
+                "enough": advice.enough,
+            },
             "shards": shards.iter().map(|s| serde_json::json!({
                 "shard": s.shard.0,
                 "due": s.due,
@@ -76,6 +88,7 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
                 "oldest_due_age_seconds": s.oldest_due.map(age),
                 "watermark": s.watermark(now).as_secs_f64(),
                 "next": s.next.iter().map(|t| t.as_secs_f64()).collect::<Vec<_>>(),
+                "due_next_minute": s.upcoming,
                 "owner": lease_of(s.shard.0).and_then(|l| l.record.owner.clone()),
                 "lease_age_seconds": lease_of(s.shard.0).and_then(lease_age),
             })).collect::<Vec<_>>(),
@@ -140,6 +153,10 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
             "clock: no lead over the store beyond the 1 s resolution of its Date headers (store − host ≥ {o:+.3} s)"
         ),
     }
+    println!(
+        "shards: {}",
+        advice.describe(u64::from(layout.shards.get()))
+    );
     println!(
         "due and not yet deleted: {due}; watermark {} ({:.1} s behind now: every due item with an older TTL is gone)",
         watermark,

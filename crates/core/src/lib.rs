@@ -17,6 +17,7 @@ pub mod rate;
 pub mod read_filter;
 pub mod removal;
 pub mod shard;
+pub mod sizing;
 pub mod skew;
 pub mod time;
 pub mod watermark;

@@ -23,7 +23,12 @@ pub struct ShardStatus {
     pub oldest_due: Option<Timestamp>,
     /// The next expiries after `now`.
     pub next: Vec<Timestamp>,
+    /// Items due in the [`UPCOMING`] after `now`: the expiry rate ahead.
+    pub upcoming: u64,
 }
+
+/// How far ahead `status` counts expiries for the rate it sizes shards by.
+pub const UPCOMING: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl ShardStatus {
     /// Every due item of this shard with TTL ≤ this is deleted.
@@ -62,23 +67,37 @@ pub async fn shard_status(
     let until = AttributeValue::N(window.until.to_epoch_seconds_text());
 
     // COUNT is paged by 1 MB too, so follow the pages.
-    let mut due = 0u64;
-    let mut start = None;
-    loop {
-        let out = query(due_condition)
-            .expression_attribute_values(":oldest", oldest.clone())
-            .expression_attribute_values(":now", until.clone())
-            .select(Select::Count)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(|e| store_error("Query", e))?;
-        due += out.count.max(0) as u64;
-        start = out.last_evaluated_key;
-        if start.is_none() {
-            break;
+    let count = |from: &AttributeValue, to: &AttributeValue, condition: &'static str| {
+        let (from, to) = (from.clone(), to.clone());
+        let query = &query;
+        async move {
+            let mut n = 0u64;
+            let mut start = None;
+            loop {
+                let out = query(condition)
+                    .expression_attribute_values(":oldest", from.clone())
+                    .expression_attribute_values(":now", to.clone())
+                    .select(Select::Count)
+                    .set_exclusive_start_key(start)
+                    .send()
+                    .await
+                    .map_err(|e| store_error("Query", e))?;
+                n += out.count.max(0) as u64;
+                start = out.last_evaluated_key;
+                if start.is_none() {
+                    return Ok::<u64, StoreError>(n);
+                }
+            }
         }
-    }
+    };
+    let due = count(&oldest, &until, due_condition).await?;
+    let ahead = AttributeValue::N(now.saturating_add(UPCOMING).to_epoch_seconds_text());
+    let upcoming = count(
+        &until,
+        &ahead,
+        "#shard = :shard AND #ttl BETWEEN :oldest AND :now",
+    )
+    .await?;
     let ttl_of = |items: &[HashMap<String, AttributeValue>]| -> Vec<Timestamp> {
         items
             .iter()
@@ -111,5 +130,6 @@ pub async fn shard_status(
         due,
         oldest_due,
         next: ttl_of(out.items()),
+        upcoming,
     })
 }
