@@ -227,6 +227,8 @@ pub struct Db {
     conditions: HashMap<String, Arc<(Cond, Used)>>,
     updates: HashMap<String, Arc<(Update, Used)>>,
     statements: HashMap<String, Arc<Prepared>>,
+    /// The units the last write whose condition failed took (for a batch's ConsumedCapacity).
+    failed_charge: Option<Charged>,
     pub counts: CallCounts,
 }
 
@@ -239,6 +241,7 @@ impl Db {
             conditions: HashMap::new(),
             updates: HashMap::new(),
             statements: HashMap::new(),
+            failed_charge: None,
             counts: CallCounts::default(),
         }
     }
@@ -248,15 +251,13 @@ impl Db {
     }
 
     fn table(&self, name: &str) -> Result<&Table, DbError> {
-        self.tables
-            .get(name)
-            .ok_or_else(|| DbError::ResourceNotFound(None))
+        self.tables.get(name).ok_or(DbError::ResourceNotFound(None))
     }
 
     fn table_mut(&mut self, name: &str) -> Result<&mut Table, DbError> {
         self.tables
             .get_mut(name)
-            .ok_or_else(|| DbError::ResourceNotFound(None))
+            .ok_or(DbError::ResourceNotFound(None))
     }
 
     /// Parses (or finds parsed) a condition.
@@ -489,6 +490,7 @@ impl Db {
         }
         let charged = table.charge(&plan);
         if !met {
+            self.failed_charge = Some(charged);
             return Err(DbError::ConditionalCheckFailed(failed_old));
         }
         let deleting = new.is_none();
@@ -1289,6 +1291,14 @@ impl Db {
                     }
                 }
                 Err(e) => {
+                    if let (DbError::ConditionalCheckFailed(_), Some(charged)) =
+                        (&e, self.failed_charge.take())
+                        && let Some(table) = statement_table(&statement.statement)
+                        && let Ok(table) = self.table(&table)
+                        && let Some(c) = write_capacity(table, &charged, rcc)
+                    {
+                        add_capacity(&mut capacity, c);
+                    }
                     let (code, message, item) = match &e {
                         DbError::ConditionalCheckFailed(item) => (
                             e.statement_code(),

@@ -109,19 +109,25 @@ pub type IndexSlot = (KeyValue, IndexEntry);
 
 impl Index {
     /// The item's slot in this index: `None` when it lacks the index's keys (sparse).
+    /// Each index key attribute the item has must have the declared type, even when the item
+    /// lacks the other one and so stays out of the index.
     pub fn slot(&self, item: &Item, key: &RowKey) -> Result<Option<IndexSlot>, DbError> {
-        let hash = match item.get(&self.hash.name) {
-            None => return Ok(None),
-            Some(v) => self.key_value(&self.hash, v)?,
-        };
+        let hash = item
+            .get(&self.hash.name)
+            .map(|v| self.key_value(&self.hash, v))
+            .transpose()?;
         let sort = match &self.range {
-            None => Edge::Min,
-            Some(def) => match item.get(&def.name) {
-                None => return Ok(None),
-                Some(v) => Edge::At(self.key_value(def, v)?),
-            },
+            None => Some(Edge::Min),
+            Some(def) => item
+                .get(&def.name)
+                .map(|v| self.key_value(def, v))
+                .transpose()?
+                .map(Edge::At),
         };
-        Ok(Some((hash, (sort, key.pk.clone(), key.sk.clone()))))
+        Ok(match (hash, sort) {
+            (Some(hash), Some(sort)) => Some((hash, (sort, key.pk.clone(), key.sk.clone()))),
+            _ => None,
+        })
     }
 
     fn key_value(&self, def: &KeyDef, v: &crate::value::Value) -> Result<KeyValue, DbError> {
@@ -486,7 +492,7 @@ impl Table {
             .indexes
             .iter()
             .position(|i| i.name == name)
-            .ok_or_else(|| DbError::ResourceNotFound(None))?;
+            .ok_or(DbError::ResourceNotFound(None))?;
         self.indexes.remove(at);
         Ok(())
     }
