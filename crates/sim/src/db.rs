@@ -10,7 +10,7 @@ use crate::error::{CONDITION_FAILED_MESSAGE, DbError, Throttle};
 use crate::expr::{
     self, Bindings, CmpOp, Cond, NameRef, Operand, PartiQlDelete, Update, Used, check_placeholders,
 };
-use crate::table::{Charged, Edge, IndexEntry, RowKey, Table, TableDefaults, hash_key};
+use crate::table::{Charged, Edge, IndexEntry, RowKey, SortKey, Table, TableDefaults, hash_key};
 use crate::value::{Item, KeyValue, Name, Value};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -187,10 +187,9 @@ struct Written {
 /// A statement's or a write's failure: an error, with the old item when asked for.
 type WriteResult = Result<Written, DbError>;
 
-/// What a single-item write does to the item it finds.
+/// What a single-item write (other than a delete, see `Db::delete_row`) does to the item.
 enum Change<'a> {
     Put(Item),
-    Delete,
     Update(&'a Update, Bindings<'a>),
 }
 
@@ -471,7 +470,6 @@ impl Db {
         let new = if met {
             match change {
                 Change::Put(item) => Some(item),
-                Change::Delete => None,
                 Change::Update(update, bindings) => {
                     Some(apply_update(table, &key, old, update, &bindings)?)
                 }
@@ -509,6 +507,74 @@ impl Db {
         Ok(Written {
             old,
             new: kept,
+            charged,
+        })
+    }
+
+    /// One delete: takes the row out first (one search of the table, not two) and puts it
+    /// back if the condition fails or capacity runs out. `absent_ok`: a missing item is a
+    /// success that deletes nothing (PartiQL's DELETE), else it is judged by the condition.
+    fn delete_row(
+        &mut self,
+        table_name: &str,
+        key: RowKey,
+        condition: Option<(&Cond, Bindings<'_>)>,
+        absent_ok: bool,
+        now: Now,
+    ) -> WriteResult {
+        let table = self
+            .tables
+            .get_mut(table_name)
+            .ok_or(DbError::ResourceNotFound(None))?;
+        let old = table.rows.remove(&key);
+        let restore = |table: &mut Table, key: RowKey, old: Option<Item>| {
+            if let Some(old) = old {
+                table.rows.insert(key, old);
+            }
+        };
+        let met = if old.is_none() && absent_ok {
+            true
+        } else {
+            match &condition {
+                Some((cond, bindings)) => match bindings.eval(cond, old.as_ref()) {
+                    Ok(met) => met,
+                    Err(e) => {
+                        restore(table, key, old);
+                        return Err(e);
+                    }
+                },
+                None => true,
+            }
+        };
+        let mut plan = match table.plan(key.clone(), old.as_ref(), None, met && old.is_some()) {
+            Ok(plan) => plan,
+            Err(e) => {
+                restore(table, key, old);
+                return Err(e);
+            }
+        };
+        if let Err(throttle) = table.admit(&plan, now.instant) {
+            table.count_throttle(&throttle, true);
+            restore(table, key, old);
+            return Err(DbError::Throttled(throttle));
+        }
+        let charged = table.charge(&plan);
+        if !met {
+            self.failed_charge = Some(charged);
+            let failed_old = old.clone();
+            restore(table, key, old);
+            return Err(DbError::ConditionalCheckFailed(failed_old));
+        }
+        if old.is_some() {
+            table.commit_indexes(&mut plan);
+            table.deletes += 1;
+            let pk = key.pk.value().map(KeyValue::text).unwrap_or_default();
+            let sk = key.sk.value().map(KeyValue::text);
+            self.log.record(now.wall_ms, table_name, &pk, sk.as_deref());
+        }
+        Ok(Written {
+            old,
+            new: None,
             charged,
         })
     }
@@ -590,11 +656,11 @@ impl Db {
             input.expression_attribute_names.as_ref(),
             input.expression_attribute_values.as_ref(),
         );
-        let written = self.write(
+        let written = self.delete_row(
             &input.table_name,
             key,
             condition.as_ref().map(|c| (&c.0, bindings)),
-            Change::Delete,
+            false,
             now,
         );
         let written = strip_unrequested_item(written, on_failure)?;
@@ -865,17 +931,13 @@ impl Db {
                                 Box::new(range.rev())
                             };
                             for entry in iter {
-                                if !prefix_ok(&sort, &entry.0) {
+                                if !prefix_ok(&sort, entry.0.value()) {
                                     break;
                                 }
                                 let slot = (hash_value.clone(), entry.clone());
                                 let full = match idx.projection {
                                     crate::table::Projection::KeysOnly => None,
-                                    _ => table_ref.rows.get(&RowKey {
-                                        hash: entry.1.value().map_or(0, hash_key),
-                                        pk: entry.1.clone(),
-                                        sk: entry.2.clone(),
-                                    }),
+                                    _ => table_ref.rows.get(&entry.1),
                                 };
                                 let item = idx.project(table_ref, &slot, full);
                                 let key_item = || idx.project(table_ref, &slot, None);
@@ -908,7 +970,7 @@ impl Db {
                             Box::new(range.rev())
                         };
                         for (key, item) in iter {
-                            if !prefix_ok(&sort, &key.sk) {
+                            if !prefix_ok(&sort, key.sk.value()) {
                                 break;
                             }
                             let key_item = || table_ref.key_item(key);
@@ -1084,16 +1146,10 @@ impl Db {
         let mut done = 0;
         for (table_name, key, change) in work {
             let put = change.clone();
-            let result = self.write(
-                &table_name,
-                key.clone(),
-                None,
-                match change {
-                    Some(item) => Change::Put(item),
-                    None => Change::Delete,
-                },
-                now,
-            );
+            let result = match change {
+                Some(item) => self.write(&table_name, key.clone(), None, Change::Put(item), now),
+                None => self.delete_row(&table_name, key.clone(), None, false, now),
+            };
             match result {
                 Ok(written) => {
                     done += 1;
@@ -1238,24 +1294,14 @@ impl Db {
         if !seen.insert((prepared.table.clone(), row_key.clone())) {
             return Err(DbError::DuplicateItem);
         }
-        if !table.rows.contains_key(&row_key) {
-            // A PartiQL DELETE of a missing item succeeds and deletes nothing; it still costs
-            // a write unit on the key's partition.
-            let table = self.table_mut(&prepared.table)?;
-            let plan = table.plan(row_key, None, None, false)?;
-            if let Err(t) = table.admit(&plan, now.instant) {
-                table.count_throttle(&t, true);
-                return Err(DbError::Throttled(t));
-            }
-            let charged = table.charge(&plan);
-            return Ok((prepared, None, charged));
-        }
+        // A PartiQL DELETE of a missing item succeeds and deletes nothing; it still costs a
+        // write unit on the key's partition.
         let table_name = prepared.table.clone();
-        let result = self.write(
+        let result = self.delete_row(
             &table_name,
             row_key,
             prepared.condition.as_ref().map(|c| (c, bindings)),
-            Change::Delete,
+            true,
             now,
         );
         let written = strip_unrequested_item(result, on_failure)?;
@@ -1731,8 +1777,8 @@ fn key_range(
     Ok((hash_value, sort))
 }
 
-fn prefix_ok(sort: &SortRange, value: &Edge<KeyValue>) -> bool {
-    match (&sort.prefix, value.value()) {
+fn prefix_ok(sort: &SortRange, value: Option<&KeyValue>) -> bool {
+    match (&sort.prefix, value) {
         (None, _) => true,
         (Some(KeyValue::S(p)), Some(KeyValue::S(v))) => v.starts_with(&**p),
         (Some(KeyValue::B(p)), Some(KeyValue::B(v))) => v.starts_with(p),
@@ -1781,13 +1827,13 @@ fn entry_bounds(
     forward: bool,
 ) -> (Bound<IndexEntry>, Bound<IndexEntry>) {
     let low = match &sort.low {
-        Bound::Included(v) => Bound::Included((Edge::At(v.clone()), Edge::Min, Edge::Min)),
-        Bound::Excluded(v) => Bound::Excluded((Edge::At(v.clone()), Edge::Max, Edge::Max)),
+        Bound::Included(v) => Bound::Included((SortKey::new(v.clone()), RowKey::min())),
+        Bound::Excluded(v) => Bound::Excluded((SortKey::new(v.clone()), RowKey::max())),
         Bound::Unbounded => Bound::Unbounded,
     };
     let high = match &sort.high {
-        Bound::Included(v) => Bound::Included((Edge::At(v.clone()), Edge::Max, Edge::Max)),
-        Bound::Excluded(v) => Bound::Excluded((Edge::At(v.clone()), Edge::Min, Edge::Min)),
+        Bound::Included(v) => Bound::Included((SortKey::new(v.clone()), RowKey::max())),
+        Bound::Excluded(v) => Bound::Excluded((SortKey::new(v.clone()), RowKey::min())),
         Bound::Unbounded => Bound::Unbounded,
     };
     after_start(low, high, start.cloned(), forward)

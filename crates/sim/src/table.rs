@@ -42,8 +42,122 @@ pub struct RowKey {
     pub sk: Edge<KeyValue>,
 }
 
-/// An index entry within one index partition: the index's sort key, then the table's key.
-pub type IndexEntry = (Edge<KeyValue>, Edge<KeyValue>, Edge<KeyValue>);
+/// An index's sort-key value, with an inline order key so that comparing two entries rarely
+/// follows a pointer: `prefix` orders as the value does (an order-preserving encoding of the
+/// number's nearest f64, or the first 8 bytes of a string or binary), and the value itself
+/// breaks ties. `settled` says equal prefixes already mean equal values (integers below 10^15).
+#[derive(Debug, Clone)]
+pub struct SortKey {
+    rank: u8,
+    prefix: u64,
+    settled: bool,
+    value: Option<KeyValue>,
+}
+
+impl SortKey {
+    pub fn min() -> SortKey {
+        SortKey {
+            rank: 0,
+            prefix: 0,
+            settled: true,
+            value: None,
+        }
+    }
+
+    pub fn max() -> SortKey {
+        SortKey {
+            rank: 2,
+            prefix: u64::MAX,
+            settled: true,
+            value: None,
+        }
+    }
+
+    pub fn new(value: KeyValue) -> SortKey {
+        let (prefix, settled) = match &value {
+            KeyValue::N(n) => {
+                let text = n.as_str();
+                let f: f64 = text.parse().unwrap_or(0.0);
+                let bits = f.to_bits();
+                let prefix = if f.is_sign_negative() {
+                    !bits
+                } else {
+                    bits | (1 << 63)
+                };
+                let digits = text.trim_start_matches('-');
+                (prefix, !digits.contains('.') && digits.len() <= 15)
+            }
+            KeyValue::S(_) | KeyValue::B(_) => {
+                let mut head = [0u8; 8];
+                let bytes = value.bytes();
+                let n = bytes.len().min(8);
+                head[..n].copy_from_slice(&bytes[..n]);
+                (u64::from_be_bytes(head), false)
+            }
+        };
+        SortKey {
+            rank: 1,
+            prefix,
+            settled,
+            value: Some(value),
+        }
+    }
+
+    pub fn value(&self) -> Option<&KeyValue> {
+        self.value.as_ref()
+    }
+}
+
+impl PartialEq for SortKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+
+impl Eq for SortKey {}
+
+impl PartialOrd for SortKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for SortKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.rank
+            .cmp(&other.rank)
+            .then(self.prefix.cmp(&other.prefix))
+            .then_with(|| {
+                if self.settled && other.settled {
+                    std::cmp::Ordering::Equal
+                } else {
+                    self.value.cmp(&other.value)
+                }
+            })
+    }
+}
+
+impl RowKey {
+    pub fn min() -> RowKey {
+        RowKey {
+            hash: 0,
+            pk: Edge::Min,
+            sk: Edge::Min,
+        }
+    }
+
+    pub fn max() -> RowKey {
+        RowKey {
+            hash: u64::MAX,
+            pk: Edge::Max,
+            sk: Edge::Max,
+        }
+    }
+}
+
+/// An index entry within one index partition: the index's sort key, then the table's key
+/// (whose hash comes first, so ties between equal sort keys are settled inline too).
+pub type IndexEntry = (SortKey, RowKey);
 
 /// 64-bit FNV-1a over the type and bytes, then a finalizer so the high bits are well mixed.
 pub fn hash_key(value: &KeyValue) -> u64 {
@@ -117,15 +231,15 @@ impl Index {
             .map(|v| self.key_value(&self.hash, v))
             .transpose()?;
         let sort = match &self.range {
-            None => Some(Edge::Min),
+            None => Some(SortKey::min()),
             Some(def) => item
                 .get(&def.name)
                 .map(|v| self.key_value(def, v))
                 .transpose()?
-                .map(Edge::At),
+                .map(SortKey::new),
         };
         Ok(match (hash, sort) {
-            (Some(hash), Some(sort)) => Some((hash, (sort, key.pk.clone(), key.sk.clone()))),
+            (Some(hash), Some(sort)) => Some((hash, (sort, key.clone()))),
             _ => None,
         })
     }
@@ -155,7 +269,7 @@ impl Index {
 
     /// The item as this index holds it.
     pub fn project(&self, table: &Table, slot: &IndexSlot, full: Option<&Item>) -> Item {
-        let (hash, (sort, pk, sk)) = slot;
+        let (hash, (sort, RowKey { pk, sk, .. })) = slot;
         let keys = || {
             let mut item = Item::new();
             if let Some(pk) = pk.value() {
@@ -767,11 +881,16 @@ impl Table {
                 if let Some(p) = index.partitions.get_mut(value) {
                     p.write.take(*units);
                 }
-                index
-                    .partition_usage
-                    .entry(value.clone())
-                    .or_default()
-                    .write_units += units;
+                match index.partition_usage.get_mut(value) {
+                    Some(usage) => usage.write_units += units,
+                    None => {
+                        let usage = Usage {
+                            write_units: *units,
+                            ..Usage::default()
+                        };
+                        index.partition_usage.insert(value.clone(), usage);
+                    }
+                }
                 total += units;
             }
             index.total_write.take(total);
@@ -785,18 +904,8 @@ impl Table {
 
     /// Applies the plan: stores `new` (or removes the row) and moves the index entries.
     /// Returns the old item.
-    pub fn commit(&mut self, plan: WritePlan, new: Option<Item>) -> Option<Item> {
-        for change in plan.index {
-            let index = &mut self.indexes[change.index];
-            if change.old != change.new {
-                if let Some(old) = &change.old {
-                    index.remove(old);
-                }
-                if let Some(new) = change.new {
-                    index.insert(new);
-                }
-            }
-        }
+    pub fn commit(&mut self, mut plan: WritePlan, new: Option<Item>) -> Option<Item> {
+        self.commit_indexes(&mut plan);
         match new {
             Some(mut item) => {
                 item.intern(|name| match self.names.get(name) {
@@ -814,6 +923,21 @@ impl Table {
                     self.deletes += 1;
                 }
                 old
+            }
+        }
+    }
+
+    /// Moves the plan's index entries (the row itself is the caller's).
+    pub fn commit_indexes(&mut self, plan: &mut WritePlan) {
+        for change in plan.index.drain(..) {
+            let index = &mut self.indexes[change.index];
+            if change.old != change.new {
+                if let Some(old) = &change.old {
+                    index.remove(old);
+                }
+                if let Some(new) = change.new {
+                    index.insert(new);
+                }
             }
         }
     }
