@@ -3,8 +3,9 @@
 //! SDK client from another thread. Prints the rate reached and the simulator's CPU per 1,000
 //! deletes.
 //!
-//! `cargo run --release -p precise-ttl-sim --example perf -- [seconds] [deletes/s] [poll ms] [shards]`
-//! (defaults: 10 s, 40000/s, 50 ms, 128 shards; poll 0: no queries).
+//! `cargo run --release -p precise-ttl-sim --example perf -- [seconds] [deletes/s] [poll ms] [shards] [latency]`
+//! (defaults: 10 s, 40000/s, 50 ms, 128 shards, latency 1 (the default model; 0: none); poll 0:
+//! no queries).
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region, retry::RetryConfig};
@@ -32,9 +33,16 @@ async fn main() {
     let rate = arg(2, 40_000);
     let poll_ms = arg(3, 50);
     let shards = arg(4, 128).max(1);
+    let latency = arg(5, 1) != 0;
 
     // Capacity limits off: this measures the simulator's CPU, not DynamoDB's limits.
-    let sim = Simulator::start(SimConfig::default().unlimited()).expect("simulator starts");
+    let config = SimConfig::default().unlimited();
+    let config = if latency {
+        config
+    } else {
+        config.without_latency()
+    };
+    let sim = Simulator::start(config).expect("simulator starts");
     sim.create_table(&TableSpec {
         name: TABLE.into(),
         partition_key: KeySpec::new("pk", ScalarType::S),
@@ -52,6 +60,7 @@ async fn main() {
         .unwrap()
         .as_secs() as i64;
     let total = rate * seconds;
+    let rss_before = rss_bytes();
     let planting = Instant::now();
     sim.plant(
         TABLE,
@@ -65,8 +74,9 @@ async fn main() {
     )
     .expect("plant");
     println!(
-        "planted {total} items in {:.1} s",
-        planting.elapsed().as_secs_f64()
+        "planted {total} items in {:.1} s, {:.0} bytes of memory each (table, index, keys)",
+        planting.elapsed().as_secs_f64(),
+        rss_bytes().saturating_sub(rss_before) as f64 / total.max(1) as f64
     );
 
     let config = aws_sdk_dynamodb::Config::builder()
@@ -187,4 +197,17 @@ async fn main() {
         stats.deletions_logged,
         stats.deletion_log_bytes as f64 / 1e6
     );
+}
+
+/// This process's resident memory (Linux; 0 elsewhere).
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
 }

@@ -79,7 +79,7 @@ impl<'de> Visitor<'de> for ValueVisitor {
             ));
         };
         let value = match &*tag.0 {
-            "S" => Value::S(map.next_value::<String>()?.into_boxed_str()),
+            "S" => Value::S(std::sync::Arc::from(&*map.next_value::<Text<'de>>()?.0)),
             "N" => Value::N(number(&map.next_value::<Text<'de>>()?.0)?),
             "B" => Value::B(binary(&map.next_value::<Text<'de>>()?.0)?),
             "BOOL" => Value::Bool(map.next_value()?),

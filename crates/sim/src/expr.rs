@@ -946,7 +946,7 @@ impl<'a> Bindings<'a> {
                     (Value::B(a), Value::B(b)) => {
                         b.is_empty() || a.windows(b.len()).any(|w| w == &**b)
                     }
-                    (Value::Ss(set), Value::S(b)) => set.iter().any(|s| s == b),
+                    (Value::Ss(set), Value::S(b)) => set.iter().any(|s| **s == **b),
                     (Value::Ns(set), Value::N(b)) => set.iter().any(|n| n == b),
                     (Value::Bs(set), Value::B(b)) => set.iter().any(|x| x == b),
                     (Value::L(list), b) => list.iter().any(|x| equal(x, b)),

@@ -970,7 +970,7 @@ impl Table {
         let mut d = serde_json::json!({
             "TableName": self.name,
             "TableArn": self.arn,
-            "TableId": format!("{:016x}", crate::table::hash_key(&KeyValue::S(self.name.clone().into_boxed_str()))),
+            "TableId": format!("{:016x}", crate::table::hash_key(&KeyValue::S(self.name.as_str().into()))),
             "TableStatus": status,
             "CreationDateTime": self.created_at,
             "KeySchema": keys,
@@ -1088,7 +1088,7 @@ mod tests {
     fn hashes_spread_similar_keys_over_partitions() {
         let mut counts = [0u32; 40];
         for i in 0..40_000 {
-            let h = hash_key(&KeyValue::S(format!("item-{i:06}").into_boxed_str()));
+            let h = hash_key(&KeyValue::S(format!("item-{i:06}").into()));
             counts[((u128::from(h) * 40) >> 64) as usize] += 1;
         }
         let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());

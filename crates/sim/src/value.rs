@@ -28,9 +28,10 @@ pub enum NumberError {
 
 /// A DynamoDB Number: up to 38 significant digits, kept as its canonical plain decimal text
 /// (`"1.5"` for `"01.50"` or `"15E-1"`), which is what DynamoDB returns. Equal numbers have equal
-/// text, so `Eq` and `Hash` are textual; `Ord` is numeric.
+/// text, so `Eq` and `Hash` are textual; `Ord` is numeric. The text is shared: an item, its row
+/// key and its index entry hold one copy.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Number(Box<str>);
+pub struct Number(Arc<str>);
 
 impl Number {
     /// Parses DynamoDB's number syntax: an optional sign, digits with an optional point, and an
@@ -91,7 +92,7 @@ impl Number {
         }
         let first = digits.iter().position(|d| *d != b'0');
         let Some(first) = first else {
-            return Ok(Number("0".into()));
+            return Ok(Number(Arc::from("0")));
         };
         digits.drain(..first);
         while digits.last() == Some(&b'0') {
@@ -129,7 +130,7 @@ impl Number {
                 out.push_str(digits);
             }
         }
-        Ok(Number(out.into_boxed_str()))
+        Ok(Number(Arc::from(out)))
     }
 
     /// The canonical text, as DynamoDB returns it.
@@ -200,7 +201,7 @@ impl fmt::Display for Number {
 /// Any attribute value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
-    S(Box<str>),
+    S(Arc<str>),
     N(Number),
     B(Box<[u8]>),
     Bool(bool),
@@ -215,7 +216,7 @@ pub enum Value {
 impl Value {
     /// A String.
     pub fn s(text: impl Into<String>) -> Value {
-        Value::S(text.into().into_boxed_str())
+        Value::S(Arc::from(text.into()))
     }
 
     /// A Number from its text.
@@ -312,7 +313,7 @@ impl ScalarType {
 /// bytes). One attribute has one type, so the order across types never matters.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum KeyValue {
-    S(Box<str>),
+    S(Arc<str>),
     N(Number),
     B(Box<[u8]>),
 }

@@ -972,3 +972,88 @@ async fn updates_conditions_and_leases_work_as_the_daemon_uses_them() {
         .unwrap_err();
     assert_eq!(err.code(), Some("ValidationException"));
 }
+
+#[tokio::test]
+async fn scans_page_through_every_item_once_in_segments_and_execute_statement_deletes() {
+    let sim = Simulator::start(quick()).unwrap();
+    let client = client(&sim);
+    create_table(&client).await;
+    sim.plant(
+        TABLE,
+        (0..57).map(|i| sim_item(&format!("k{i:02}"), NOW - 1, i % 3)),
+    )
+    .unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for segment in 0..2 {
+        let mut start = None;
+        loop {
+            let page = client
+                .scan()
+                .table_name(TABLE)
+                .segment(segment)
+                .total_segments(2)
+                .limit(5)
+                .projection_expression("#k")
+                .expression_attribute_names("#k", "pk")
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .unwrap();
+            for item in page.items() {
+                assert_eq!(item.len(), 1);
+                assert!(
+                    seen.insert(item["pk"].as_s().unwrap().clone()),
+                    "seen twice"
+                );
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                break;
+            }
+        }
+    }
+    assert_eq!(seen.len(), 57);
+
+    let out = client
+        .execute_statement()
+        .statement(DELETE)
+        .parameters(s("k00"))
+        .parameters(n(NOW - 157_680_000))
+        .parameters(n(NOW))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.items()[0]["pk"], s("k00"));
+    let out = client
+        .execute_statement()
+        .statement(DELETE)
+        .parameters(s("k00"))
+        .parameters(n(NOW - 157_680_000))
+        .parameters(n(NOW))
+        .send()
+        .await
+        .unwrap();
+    assert!(out.items().is_empty(), "already gone: nothing, no error");
+    let err = client
+        .execute_statement()
+        .statement(DELETE)
+        .parameters(s("k01"))
+        .parameters(n(NOW - 157_680_000))
+        .parameters(n(NOW - 10))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(
+        err.as_service_error()
+            .unwrap()
+            .is_conditional_check_failed_exception()
+    );
+    let err = client
+        .execute_statement()
+        .statement("SELECT * FROM \"bench\"")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some("ValidationException"));
+}
