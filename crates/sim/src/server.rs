@@ -8,7 +8,7 @@ use crate::error::DbError;
 use crate::latency::Latency;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -48,6 +48,8 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/", post(dynamodb))
         .route("/stats", get(stats))
         .route("/deletions", get(deletions))
+        // DynamoDB takes requests of up to 16 MB (a BatchWriteItem of 25 large items).
+        .layer(DefaultBodyLimit::max(16 * 1024 * 1024))
         .with_state(shared)
 }
 
