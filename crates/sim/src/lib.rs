@@ -9,6 +9,22 @@
 //! println!("{}", sim.endpoint());
 //! ```
 //!
+//! Calls: CreateTable, DescribeTable, DeleteTable, ListTables, UpdateTable (add or drop a
+//! global secondary index, with backfill; billing; stream settings, recorded only),
+//! DescribeTimeToLive and UpdateTimeToLive (recorded; nothing expires by itself), PutItem,
+//! GetItem, UpdateItem, DeleteItem, Query (table or index), Scan (table, with segments),
+//! BatchWriteItem, and PartiQL `DELETE ... WHERE <key equalities> AND <condition> [RETURNING ALL
+//! OLD *]` through BatchExecuteStatement and ExecuteStatement. Expressions: see [`expr`]. Not
+//! simulated: streams, transactions, local secondary indexes, BatchGetItem, PartiQL other than
+//! DELETE, nested attribute paths, update arithmetic, DynamoDB's reserved-word check.
+//!
+//! Capacity: each table has `table_partitions` partitions (by hash of the partition key), each
+//! index one partition per partition-key value; every partition has write and read buckets,
+//! every table and index a table-wide pair. A write of an indexed item also writes its index
+//! partition, and a full index partition throttles the base write (`IndexWrite...` reasons).
+//! `GET /stats` and [`Simulator::stats`] report units and throttles; `GET /deletions` and
+//! [`Simulator::deletions`] every delete's commit time.
+//!
 //! The server runs on its own thread (a single-threaded tokio runtime by default), so its CPU
 //! time is its own and [`Stats::cpu_seconds`] reports it. Modules: [`value`] (attribute values),
 //! [`codec`] (the wire format), [`expr`] (expressions and PartiQL), [`capacity`] (buckets and

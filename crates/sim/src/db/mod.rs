@@ -2,8 +2,8 @@
 //! operations run against them (one call at a time, under the server's lock). Each operation
 //! validates its request as DynamoDB does, asks the tables' buckets for capacity, and answers
 //! with DynamoDB's output shapes or errors. The operations live by kind in the submodules:
-//! [`control`] (tables, TTL settings), [`write`] (PutItem, UpdateItem, DeleteItem), [`read`]
-//! (GetItem, Query, Scan), [`batch`] (BatchWriteItem, PartiQL), [`stats`] (what is reported).
+//! `control` (tables, TTL settings), `write` (PutItem, UpdateItem, DeleteItem), `read`
+//! (GetItem, Query, Scan), `batch` (BatchWriteItem, PartiQL), [`stats`] (what is reported).
 
 mod batch;
 mod control;
