@@ -26,6 +26,7 @@ pub mod raw;
 pub mod report;
 pub mod revision;
 pub mod run;
+pub mod simulated;
 pub mod usage;
 
 pub use config::{BenchConfig, BenchIndex, DaemonCommand};
@@ -41,3 +42,4 @@ pub use raw::RawRates;
 pub use report::{BenchRun, Summary};
 pub use revision::Revision;
 pub use run::run;
+pub use simulated::run_simulated;

@@ -55,6 +55,9 @@ pub struct Summary {
     /// In Lambda mode: every invocation's record and report, and the lag at the boundaries.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lambda: Option<LambdaReport>,
+    /// On the simulated store: what it counted (its CPU, calls, capacity used, throttles).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub simulator: Option<serde_json::Value>,
 }
 
 /// What [`crate::run`] measured.
@@ -139,6 +142,7 @@ pub(crate) fn summarize(
         report,
         fleet,
         lambda,
+        simulator: None,
     };
     let markdown = markdown(&summary, m);
     BenchRun { summary, markdown }

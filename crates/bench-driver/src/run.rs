@@ -321,7 +321,7 @@ fn lambda_function(config: &BenchConfig, table: &str, endpoint: &str) -> Functio
 
 /// The workers: one plain `run` without a fleet plan, else the plan's workers with their ids
 /// and lease duration.
-fn start_fleet(
+pub(crate) fn start_fleet(
     config: &BenchConfig,
     table: &str,
     endpoint: &str,

@@ -134,6 +134,16 @@ pub async fn run(global: &Global, args: &BenchArgs) -> anyhow::Result<Outcome> {
     // records "unknown".
     config.revision = Revision::of_checkout(Path::new(env!("CARGO_MANIFEST_DIR")));
 
+    if args.sim.simulated {
+        if global.endpoint_url.is_some() {
+            anyhow::bail!("--simulated starts its own store: leave out --endpoint-url");
+        }
+        let sim = args.sim.config()?;
+        let bars = Bars::default();
+        let result = precise_ttl_bench_driver::run_simulated(sim, &config, &bars).await;
+        bars.set(None);
+        return finish(result?, args);
+    }
     let mut _local = None;
     let (dynamo, endpoint) = match &global.endpoint_url {
         Some(url) => (crate::wiring::connect(global).await?, url.clone()),
@@ -149,7 +159,12 @@ pub async fn run(global: &Global, args: &BenchArgs) -> anyhow::Result<Outcome> {
     let bars = Bars::default();
     let result = precise_ttl_bench_driver::run(&dynamo, &endpoint, &config, &bars).await;
     bars.set(None);
-    let result = result?;
+    finish(result?, args)
+}
+
+/// Writes the report's files and prints it; a run with wrong deletions or items left behind
+/// fails.
+fn finish(result: precise_ttl_bench_driver::BenchRun, args: &BenchArgs) -> anyhow::Result<Outcome> {
     let base = result.write_files(&args.out)?;
     println!("{}", result.markdown);
     println!("report: {}.{{json,md,svg}}", base.display());

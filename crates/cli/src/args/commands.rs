@@ -577,6 +577,86 @@ pub struct BenchArgs {
     /// they overlap, as the deploy template's one-minute schedule and 65 s timeout make them)
     #[arg(long, default_value = "16s", value_parser = crate::args::duration, requires = "lambda")]
     pub invocation_every: Duration,
+
+    #[command(flatten)]
+    pub sim: SimArgs,
+}
+
+/// `bench --simulated`: a simulated DynamoDB at real-table scale instead of DynamoDB Local.
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// Run against a simulated DynamoDB in this process (precise-ttl-sim): DynamoDB's
+    /// per-partition and table-wide write limits, throttling as DynamoDB answers it, a latency
+    /// model; lag is each delete's commit time in the simulator minus its TTL
+    #[arg(long, conflicts_with_all = ["lambda", "workers"])]
+    pub simulated: bool,
+
+    /// Simulator: median time of a call
+    #[arg(long, default_value = "4ms", value_parser = crate::args::duration, requires = "simulated")]
+    pub sim_latency_p50: Duration,
+
+    /// Simulator: 99th percentile time of a call (log-normal between the two)
+    #[arg(long, default_value = "15ms", value_parser = crate::args::duration, requires = "simulated")]
+    pub sim_latency_p99: Duration,
+
+    /// Simulator: answer at once (separates the store's latency from the sweeper's own time)
+    #[arg(long, requires = "simulated")]
+    pub sim_no_latency: bool,
+
+    /// Simulator: write units per second of the whole table (DynamoDB on-demand's default
+    /// table limit is 40,000)
+    #[arg(long, default_value_t = 40_000.0, requires = "simulated")]
+    pub sim_table_wcu: f64,
+
+    /// Simulator: write units per second of one partition (table or index)
+    #[arg(long, default_value_t = 1_000.0, requires = "simulated")]
+    pub sim_partition_wcu: f64,
+
+    /// Simulator: partitions of the table
+    #[arg(long, default_value_t = 40, requires = "simulated",
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub sim_partitions: u32,
+
+    /// Simulator: unused capacity a partition keeps for a burst, in seconds of its rate (the
+    /// physical bound counts it too)
+    #[arg(long, default_value_t = 0.1, requires = "simulated")]
+    pub sim_burst_seconds: f64,
+}
+
+impl SimArgs {
+    pub fn config(&self) -> anyhow::Result<precise_ttl_sim::SimConfig> {
+        for (name, v) in [
+            ("--sim-table-wcu", self.sim_table_wcu),
+            ("--sim-partition-wcu", self.sim_partition_wcu),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                anyhow::bail!("{name} must be a positive number, got {v}");
+            }
+        }
+        if !(self.sim_burst_seconds.is_finite() && self.sim_burst_seconds >= 0.0) {
+            anyhow::bail!(
+                "--sim-burst-seconds must be 0 or more, got {}",
+                self.sim_burst_seconds
+            );
+        }
+        if self.sim_latency_p99 < self.sim_latency_p50 {
+            anyhow::bail!("--sim-latency-p99 must be at least --sim-latency-p50");
+        }
+        let mut config = precise_ttl_sim::SimConfig::default();
+        config.latency = if self.sim_no_latency {
+            precise_ttl_sim::Latency::None
+        } else {
+            precise_ttl_sim::Latency::LogNormal {
+                p50: self.sim_latency_p50,
+                p99: self.sim_latency_p99,
+            }
+        };
+        config.table_partitions = self.sim_partitions as usize;
+        config.limits.partition_wcu = self.sim_partition_wcu;
+        config.limits.total_wcu = self.sim_table_wcu;
+        config.limits.burst_seconds = self.sim_burst_seconds;
+        Ok(config)
+    }
 }
 
 #[derive(Debug, Args)]

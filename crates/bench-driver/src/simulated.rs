@@ -1,0 +1,272 @@
+//! The same benchmark on a simulated DynamoDB ([`precise_ttl_sim`]) instead of DynamoDB Local:
+//! the precision question at the scale of a real table (40,000 write units/s, 1,000 per
+//! partition), which no local store reaches. Items are planted in the simulator directly, the
+//! daemon child talks to it over HTTP as it would to DynamoDB, and lag is each delete's commit
+//! time (the simulator's log, no stream) minus its TTL. The bound is that of the simulator's own
+//! capacity model: its limits, its burst credit and its latency.
+
+use crate::config::BenchConfig;
+use crate::error::BenchError;
+use crate::items::{Item, ItemWriter};
+use crate::load::{create_bare, extend_ttls, scan_keys};
+use crate::plan;
+use crate::progress::{Event, Progress};
+use crate::report::{BenchRun, Measured, summarize};
+use crate::usage::UsageSampler;
+use aws_sdk_dynamodb::types::AttributeValue;
+use precise_ttl_bench::{Inputs, Removal, StoreCapacity};
+use precise_ttl_dynamodb::{Dynamo, SetupOptions, setup};
+use precise_ttl_engine::{Clock, SystemClock};
+use precise_ttl_sim::{Latency, SimConfig, Simulator, Value};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const TABLE: &str = "precise-ttl-bench";
+
+/// Runs `config`'s scenario against a simulator started with `sim`, stopped at the end.
+pub async fn run_simulated(
+    sim: SimConfig,
+    config: &BenchConfig,
+    progress: &dyn Progress,
+) -> Result<BenchRun, BenchError> {
+    let capacity = capacity(&sim, config);
+    let simulator =
+        Simulator::start(sim).map_err(|e| BenchError::call("starting the simulator", e))?;
+    let result = run_on(&simulator, capacity, config, progress).await;
+    let stats = simulator.stats();
+    simulator.shutdown();
+    let mut run = result?;
+    run.markdown.push_str(&simulator_markdown(&stats));
+    run.summary.simulator = serde_json::to_value(&stats).ok();
+    Ok(run)
+}
+
+/// The deletes per second the simulated table can take: its table-wide limit, its partitions'
+/// sum, and its index partitions' sum (a shard value is one partition; each delete writes it).
+fn capacity(sim: &SimConfig, config: &BenchConfig) -> StoreCapacity {
+    let l = &sim.limits;
+    let per_second = l
+        .total_wcu
+        .min(sim.table_partitions as f64 * l.partition_wcu)
+        .min(f64::from(config.layout.shards.get()) * l.partition_wcu);
+    let floor_ms = match sim.latency {
+        Latency::None => 0.0,
+        Latency::LogNormal { p50, .. } => p50.as_secs_f64() * 1000.0 * sim.commit_point,
+    };
+    StoreCapacity {
+        per_second,
+        burst_items: per_second * l.burst_seconds,
+        floor_ms,
+        source: format!(
+            "the simulator: min(table {:.0}, {} partitions × {:.0}, {} shards × {:.0}) WCU/s, {:.2} s of burst credit, the median call's time to commit",
+            l.total_wcu,
+            sim.table_partitions,
+            l.partition_wcu,
+            config.layout.shards,
+            l.partition_wcu,
+            l.burst_seconds
+        ),
+    }
+}
+
+async fn run_on(
+    simulator: &Simulator,
+    capacity: StoreCapacity,
+    config: &BenchConfig,
+    progress: &dyn Progress,
+) -> Result<BenchRun, BenchError> {
+    let endpoint = simulator.endpoint().to_string();
+    let dynamo = Dynamo::local(&endpoint);
+    let layout = &config.layout;
+    let clock = SystemClock;
+    create_bare(&dynamo, TABLE, &config.key_attribute).await?;
+    let items = ItemWriter::new(&config.key_attribute, layout);
+    // String TTLs before the index exists: DynamoDB refuses an index key of the wrong type.
+    let t = clock.now();
+    let early = plan::string_ttls(&items, t);
+    plant(simulator, early.writes)?;
+    let mut planted = early.planted;
+    let options = SetupOptions {
+        native_ttl: false,
+        poll_interval: Duration::from_millis(50),
+        ..SetupOptions::default()
+    };
+    setup::setup(&dynamo, TABLE, layout, &options).await?;
+    let total = config.items + config.backlog;
+    // Planting runs at a few hundred thousand items a second.
+    let lead = Duration::from_secs_f64(total as f64 / 200_000.0 + 3.0);
+    let first = clock.now().saturating_add(lead);
+    let shape = plan::LoadShape {
+        count: config.items,
+        spread: config.spread,
+        backlog: config.backlog,
+        shards: layout.shards.get(),
+        granularity: config.ttl_granularity,
+    };
+    let main = plan::main_load(
+        &items,
+        shape,
+        t,
+        first,
+        &mut fastrand::Rng::with_seed(config.seed),
+    );
+    planted.extend(main.planted);
+    progress.event(Event::Loading {
+        total: main.writes.len() as u64,
+    });
+    let load_started = Instant::now();
+    let planted_now = main.writes.len() as u64;
+    plant(simulator, main.writes)?;
+    progress.event(Event::Loaded { items: planted_now });
+    let load_seconds = load_started.elapsed().as_secs_f64();
+    progress.event(Event::LoadFinished {
+        items: planted.len() as u64,
+        seconds: load_seconds,
+        late: clock.now() > first.saturating_sub(Duration::from_secs(1)),
+    });
+
+    let judge_at = first
+        .saturating_add(config.spread)
+        .saturating_add(config.grace);
+    let give_up = judge_at.saturating_add(config.timeout);
+    let run_started = clock.now();
+    let mut fleet = crate::run::start_fleet(config, TABLE, &endpoint, first.as_millis())?;
+    let extender = tokio::spawn(extend_ttls(
+        dynamo.clone(),
+        TABLE.to_string(),
+        items.clone(),
+        main.extensions,
+    ));
+    let sampler = UsageSampler::start(fleet.first_pid().unwrap_or(0));
+    progress.event(Event::Sweeping { expected: total });
+    let watched = async {
+        loop {
+            let removed = simulator.deletion_count() as u64;
+            progress.event(Event::Removed { removed });
+            let now = clock.now();
+            if now >= judge_at && (removed >= total || now >= give_up) {
+                return Ok(());
+            }
+            if let Some(after) = config.stop_after
+                && now >= run_started.saturating_add(after)
+            {
+                return Ok(());
+            }
+            fleet.check_running()?;
+            fleet.tick(now.as_millis()).await?;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let watched: Result<(), BenchError> = watched.await;
+    if let Err(e) = watched {
+        let _ = fleet.stop(clock.now().as_millis()).await;
+        extender.abort();
+        return Err(e);
+    }
+    let units = fleet.capacity().await;
+    let (_, failed, shutdown) = fleet.stop(clock.now().as_millis()).await?;
+    let run_ended = clock.now();
+    let usage = sampler.stop();
+    progress.event(Event::SweepFinished);
+    extender.await??;
+    if let Some(status) = failed {
+        return Err(BenchError::DaemonFailed(status));
+    }
+    let removals: Vec<Removal> = simulator
+        .deletions(0, usize::MAX)
+        .into_iter()
+        .filter(|d| d.table == TABLE)
+        .map(|d| Removal {
+            key: d.key,
+            seen_ms: d.at_ms.round() as i64,
+        })
+        .collect();
+    let present_at_end = scan_keys(&dynamo, TABLE, &config.key_attribute).await?;
+    let inputs = Inputs {
+        planted,
+        removals,
+        present_at_end,
+        run_started_ms: run_started.as_millis(),
+        run_ended_ms: run_ended.as_millis(),
+        // The simulator dates each delete itself: nothing stands between it and the log.
+        observer_error_ms: Some(0.0),
+        capacity: Some(capacity),
+    };
+    let measured = Measured {
+        load_seconds,
+        raw: None,
+        usage,
+        shutdown_ms: shutdown.as_millis() as u64,
+        capacity: units,
+        observer_delay_ms: 0.0,
+    };
+    let report = precise_ttl_bench::analyze(&inputs);
+    Ok(summarize(config, report, &measured, None, None))
+}
+
+fn plant(simulator: &Simulator, items: Vec<Item>) -> Result<(), BenchError> {
+    let converted: Result<Vec<precise_ttl_sim::Item>, BenchError> =
+        items.iter().map(to_sim_item).collect();
+    simulator
+        .plant(TABLE, converted?)
+        .map_err(|e| BenchError::call("planting items in the simulator", e))?;
+    Ok(())
+}
+
+fn to_sim_item(item: &Item) -> Result<precise_ttl_sim::Item, BenchError> {
+    let pairs: Result<Vec<(&str, Value)>, BenchError> = item
+        .iter()
+        .map(|(k, v)| Ok((k.as_str(), to_sim_value(v)?)))
+        .collect();
+    Ok(precise_ttl_sim::Item::from_pairs(pairs?))
+}
+
+fn to_sim_value(v: &AttributeValue) -> Result<Value, BenchError> {
+    let number = |n: &str| {
+        precise_ttl_sim::Number::parse(n).map_err(|e| BenchError::call("planting a Number", e))
+    };
+    Ok(match v {
+        AttributeValue::S(s) => Value::s(s.as_str()),
+        AttributeValue::N(n) => Value::N(number(n)?),
+        AttributeValue::B(b) => Value::B(b.as_ref().into()),
+        AttributeValue::Bool(b) => Value::Bool(*b),
+        AttributeValue::Null(_) => Value::Null,
+        AttributeValue::L(l) => Value::L(l.iter().map(to_sim_value).collect::<Result<_, _>>()?),
+        AttributeValue::M(m) => {
+            let mut pairs: Vec<(Arc<str>, Value)> = m
+                .iter()
+                .map(|(k, v)| Ok((Arc::from(k.as_str()), to_sim_value(v)?)))
+                .collect::<Result<_, BenchError>>()?;
+            pairs.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::M(pairs.into())
+        }
+        AttributeValue::Ss(s) => Value::Ss(s.iter().map(|x| x.as_str().into()).collect()),
+        AttributeValue::Ns(n) => Value::Ns(n.iter().map(|x| number(x)).collect::<Result<_, _>>()?),
+        AttributeValue::Bs(b) => Value::Bs(b.iter().map(|x| x.as_ref().into()).collect()),
+        other => {
+            return Err(BenchError::call(
+                "planting an item",
+                format!("an attribute value the simulator does not take: {other:?}"),
+            ));
+        }
+    })
+}
+
+fn simulator_markdown(stats: &precise_ttl_sim::Stats) -> String {
+    let mut throttles = 0u64;
+    let mut write_units = 0.0;
+    for t in stats.tables.values() {
+        throttles += t.throttles.values().sum::<u64>();
+        for i in t.indexes.values() {
+            throttles += i.throttles.values().sum::<u64>();
+        }
+        write_units += t.usage.write_units;
+    }
+    format!(
+        "\n| simulator | |\n|---|---|\n| its CPU | {} s over {:.1} s |\n| throttled requests | {throttles} |\n| table write units | {write_units:.0} |\n",
+        stats
+            .cpu_seconds
+            .map_or("n/a".to_string(), |c| format!("{c:.1}")),
+        stats.uptime_s
+    )
+}
