@@ -205,14 +205,18 @@ fn markdown(s: &Summary, m: &Measured) -> String {
     ));
     if let Some(c) = &s.capacity_units_per_deleted_item {
         md.push_str(&format!(
-            "| capacity per deleted item | {:.3} (query {:.3} + delete {:.3}), as DynamoDB Local reports it |\n",
+            "| capacity per deleted item | {:.3} (query {:.3} + delete {:.3}), as the store reports it |\n",
             c.total, c.query, c.delete
         ));
     }
-    md.push_str(&format!(
-        "| stream observation delay | {:.1} ms (median) |\n\n",
-        m.observer_delay_ms
-    ));
+    if m.raw.is_some() || m.observer_delay_ms > 0.0 {
+        md.push_str(&format!(
+            "| stream observation delay | {:.1} ms (median) |\n\n",
+            m.observer_delay_ms
+        ));
+    } else {
+        md.push_str("| deletions observed | by the store's own commit log |\n\n");
+    }
     md.push_str(&report.to_markdown());
     if let Some(f) = &s.fleet {
         md.push_str(&fleet_markdown(f));
