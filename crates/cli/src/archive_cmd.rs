@@ -3,7 +3,7 @@
 
 use crate::args::{ArchiveArgs, Global};
 use crate::wiring::Outcome;
-use precise_ttl_dynamodb::archive_stream::{ArchiveOptions, archive};
+use precise_ttl_dynamodb::archive_stream::{ArchiveOptions, archive, open};
 
 pub async fn run(global: &Global, args: &ArchiveArgs) -> anyhow::Result<Outcome> {
     let stop = crate::wiring::signal();
@@ -18,7 +18,14 @@ pub async fn run(global: &Global, args: &ArchiveArgs) -> anyhow::Result<Outcome>
         poll_interval: args.poll_interval,
         record_time_resolution: args.record_time_resolution,
     };
-    let report = archive(&dynamo, table, &sink, &options, stop).await;
+    // A store that is slow or unreachable at start (a restart during a blip) is waited for.
+    let Some(opened) = crate::wiring::until_reachable(|| open(&dynamo, table, &options)).await?
+    else {
+        sink.flush(crate::wiring::ARCHIVE_FLUSH_WAIT).await?;
+        eprintln!("stopped before the store could be reached: nothing archived");
+        return Ok(Outcome::Success);
+    };
+    let report = archive(&dynamo, table, opened, &sink, &options, stop).await;
     // Whatever the stream did, what reached the sink goes to its final place.
     sink.flush(crate::wiring::ARCHIVE_FLUSH_WAIT).await?;
     let report = report?;

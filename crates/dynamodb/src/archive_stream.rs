@@ -65,14 +65,21 @@ fn fatal(message: String) -> AdapterError {
     }
 }
 
-/// Archives `table`'s expiries into `sink` until `stop` completes.
-pub async fn archive(
+/// The table's stream, checked, and where each of its shards was archived up to.
+#[derive(Debug)]
+pub struct OpenedStream {
+    arn: String,
+    checkpoints: HashMap<String, Checkpoint>,
+}
+
+/// Checks the table's stream carries old images, creates the checkpoint table if missing and
+/// loads the checkpoints. Transient failures (a store unreachable or slow) are classified so a
+/// caller can wait for the store; a table without a usable stream is fatal.
+pub async fn open(
     dynamo: &Dynamo,
     table: &str,
-    sink: &Sink,
     options: &ArchiveOptions,
-    stop: impl Future<Output = ()>,
-) -> Result<ArchiveReport, AdapterError> {
+) -> Result<OpenedStream, AdapterError> {
     let description = dynamo
         .query
         .describe_table()
@@ -110,7 +117,23 @@ pub async fn archive(
         "the archive checkpoint table",
     )
     .await?;
-    let mut checkpoints = load_checkpoints(dynamo, &options.checkpoint_table, &arn).await?;
+    let checkpoints = load_checkpoints(dynamo, &options.checkpoint_table, &arn).await?;
+    Ok(OpenedStream { arn, checkpoints })
+}
+
+/// Archives `table`'s expiries into `sink` until `stop` completes, from where `opened` says.
+pub async fn archive(
+    dynamo: &Dynamo,
+    table: &str,
+    opened: OpenedStream,
+    sink: &Sink,
+    options: &ArchiveOptions,
+    stop: impl Future<Output = ()>,
+) -> Result<ArchiveReport, AdapterError> {
+    let OpenedStream {
+        arn,
+        mut checkpoints,
+    } = opened;
     let mut iterators: HashMap<String, String> = HashMap::new();
     let mut report = ArchiveReport::default();
     tokio::pin!(stop);

@@ -642,19 +642,25 @@ impl SimArgs {
         if self.sim_latency_p99 < self.sim_latency_p50 {
             anyhow::bail!("--sim-latency-p99 must be at least --sim-latency-p50");
         }
-        let mut config = precise_ttl_sim::SimConfig::default();
-        config.latency = if self.sim_no_latency {
-            precise_ttl_sim::Latency::None
-        } else {
-            precise_ttl_sim::Latency::LogNormal {
-                p50: self.sim_latency_p50,
-                p99: self.sim_latency_p99,
-            }
+        let defaults = precise_ttl_sim::SimConfig::default();
+        let config = precise_ttl_sim::SimConfig {
+            latency: if self.sim_no_latency {
+                precise_ttl_sim::Latency::None
+            } else {
+                precise_ttl_sim::Latency::LogNormal {
+                    p50: self.sim_latency_p50,
+                    p99: self.sim_latency_p99,
+                }
+            },
+            table_partitions: self.sim_partitions as usize,
+            limits: precise_ttl_sim::Limits {
+                partition_wcu: self.sim_partition_wcu,
+                total_wcu: self.sim_table_wcu,
+                burst_seconds: self.sim_burst_seconds,
+                ..defaults.limits
+            },
+            ..defaults
         };
-        config.table_partitions = self.sim_partitions as usize;
-        config.limits.partition_wcu = self.sim_partition_wcu;
-        config.limits.total_wcu = self.sim_table_wcu;
-        config.limits.burst_seconds = self.sim_burst_seconds;
         Ok(config)
     }
 }

@@ -17,5 +17,6 @@ mod proxy;
 mod read;
 mod recovery;
 mod setup;
+mod simulated;
 mod support;
 mod sweep;

@@ -1,0 +1,106 @@
+//! precise-ttl against the simulated DynamoDB (`precise-ttl-sim`): the simulated bench writes a
+//! report with the physical bound, and `status` / `doctor` size the shards from the expiry rate
+//! on a table too busy for its 16 shards.
+
+use precise_ttl_sim::{Item, KeySpec, ScalarType, SimConfig, Simulator, TableSpec, Value};
+
+/// `bench --simulated` with integer TTLs: nothing wrong or left, and the report carries the
+/// physical bound and our ratio to it.
+#[test]
+fn a_simulated_bench_reports_the_physical_bound() {
+    let out = std::env::temp_dir().join(format!("precise-ttl-sim-{:08x}", fastrand::u32(..)));
+    assert_cmd::Command::cargo_bin("precise-ttl")
+        .unwrap()
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .args(["bench", "--simulated", "--items", "3000", "--spread", "3s"])
+        .args(["--shards", "16", "--ttl-granularity", "1s", "--name", "sim"])
+        .arg("--out")
+        .arg(&out)
+        .timeout(std::time::Duration::from_secs(120))
+        .assert()
+        .success();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("sim.json")).unwrap()).unwrap();
+    let report = &json["report"];
+    assert_eq!(report["wrong"].as_array().unwrap().len(), 0, "{report}");
+    assert_eq!(report["left_behind"]["total"], 0);
+    assert_eq!(report["counts"]["deleted"], 3000);
+    let bound = &report["bound"];
+    assert!(bound["p99_ms"].as_f64().unwrap() > 0.0, "{bound}");
+    assert!(bound["max_ms"].as_f64().unwrap() > 0.0, "{bound}");
+    assert!(bound["ratio_p99"].as_f64().unwrap() > 0.0, "{bound}");
+    assert_eq!(
+        bound["capacity"]["per_second"], 16_000.0,
+        "16 shards × 1,000"
+    );
+    assert!(json["simulator"]["cpu_seconds"].as_f64().is_some());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// 8,000 expirations a second over the next minute on 16 shards: each index partition would take
+/// 2 × 500 = 1,000 write units/s, its whole limit. `status` says how many shards to use, and
+/// `doctor` reports it as a finding.
+#[test]
+fn status_and_doctor_recommend_the_shard_count_for_the_expiry_rate() {
+    let sim = Simulator::start(SimConfig::default().without_latency()).unwrap();
+    sim.create_table(&TableSpec {
+        name: "busy".into(),
+        partition_key: KeySpec::new("pk", ScalarType::S),
+        sort_key: None,
+        indexes: Vec::new(),
+    })
+    .unwrap();
+    let setup = |args: &[&str]| {
+        assert_cmd::Command::cargo_bin("precise-ttl")
+            .unwrap()
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .args([
+                "--endpoint-url",
+                sim.endpoint(),
+                "--table",
+                "busy",
+                "--shards",
+                "16",
+            ])
+            .args(args)
+            .timeout(std::time::Duration::from_secs(120))
+            .assert()
+    };
+    setup(&["setup", "--no-native-ttl"]).success();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    // 480,000 items due over a minute that starts once planting is surely over: 8,000/s.
+    let first = now + 30;
+    let items = (0..480_000i64).map(|i| {
+        Item::new()
+            .with("pk", Value::s(format!("item-{i}")))
+            .with("ttl", Value::int(first + i % 60))
+            .with("ttl_shard", Value::int(i % 16))
+    });
+    sim.plant("busy", items).unwrap();
+    let wait = (first * 1000 - 300)
+        - std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+    assert!(wait > 0, "planting ran into the minute measured");
+    std::thread::sleep(std::time::Duration::from_millis(wait as u64));
+
+    let status = setup(&["status"]).success();
+    let text = String::from_utf8_lossy(&status.get_output().stdout).into_owned();
+    assert!(
+        text.contains("expiry rate (8000/s)") || text.contains("(79"),
+        "{text}"
+    );
+    assert!(text.contains("use >= 23 shards"), "{text}");
+
+    let doctor = setup(&["doctor", "--sample", "500"]).code(predicates::ord::ne(0));
+    let text = String::from_utf8_lossy(&doctor.get_output().stdout).into_owned();
+    let err = String::from_utf8_lossy(&doctor.get_output().stderr).into_owned();
+    assert!(text.contains("use >= 23 shards"), "{text}{err}");
+    sim.shutdown();
+}
