@@ -29,6 +29,9 @@ pub struct BenchConfig {
     pub spread: Duration,
     /// Items already expired when the sweeper starts.
     pub backlog: u64,
+    /// Nothing is due for this long after the sweeper starts: a burst met by a daemon that has
+    /// been idle (the ramp), rather than by one that has just started.
+    pub idle: Duration,
     /// How long after the last TTL to wait for stragglers.
     pub grace: Duration,
     /// After the grace period, how long to wait at most for a backlog to be cleared.
@@ -103,6 +106,7 @@ impl BenchConfig {
             items: 2000,
             spread: Duration::from_secs(10),
             backlog: 0,
+            idle: Duration::ZERO,
             grace: Duration::from_secs(3),
             timeout: Duration::from_secs(15 * 60),
             stop_after: None,

@@ -118,7 +118,7 @@ async fn run_on(
     let load_estimate = Duration::from_secs_f64(total as f64 / 2500.0 + 2.0);
     let first = clock
         .now()
-        .saturating_add(load_estimate + Duration::from_secs(4));
+        .saturating_add(load_estimate + Duration::from_secs(4) + config.idle);
     let shape = plan::LoadShape {
         count: config.items,
         spread: config.spread,

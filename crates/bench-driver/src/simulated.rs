@@ -94,7 +94,7 @@ async fn run_on(
     setup::setup(&dynamo, TABLE, layout, &options).await?;
     let total = config.items + config.backlog;
     // Planting runs at a few hundred thousand items a second.
-    let lead = Duration::from_secs_f64(total as f64 / 200_000.0 + 3.0);
+    let lead = Duration::from_secs_f64(total as f64 / 200_000.0 + 3.0) + config.idle;
     let first = clock.now().saturating_add(lead);
     let shape = plan::LoadShape {
         count: config.items,

@@ -51,6 +51,9 @@ pub struct Report {
     /// The physical bound of this workload on this store, and our ratio to it.
     #[serde(default)]
     pub bound: Option<crate::Bound>,
+    /// The first seconds of expirations against the rest.
+    #[serde(default)]
+    pub ramp: Option<Ramp>,
 }
 
 /// When the run happened.
@@ -259,6 +262,7 @@ pub fn analyze(inputs: &Inputs) -> Report {
 
     let mut wrong = Vec::new();
     let mut lags_clamped: Vec<u64> = Vec::new();
+    let mut by_ttl: Vec<(i64, u64)> = Vec::new();
     let mut lag_points = Vec::new();
     let mut early = 0u64;
     let mut deletion_times = Vec::new();
@@ -310,6 +314,7 @@ pub fn analyze(inputs: &Inputs) -> Report {
                 early += 1;
             }
             lags_clamped.push(clamped);
+            by_ttl.push((ttl_ms, clamped));
             slot.1.push(clamped);
             lag_points.push(LagPoint {
                 t_s: (r.seen_ms - start) as f64 / 1000.0,
@@ -322,6 +327,7 @@ pub fn analyze(inputs: &Inputs) -> Report {
     }
 
     let lag = lag_stats(&lags_clamped, early);
+    let ramp = ramp(&by_ttl);
     let lag_histogram = lag
         .as_ref()
         .map(|l| histogram_buckets(&lags_clamped, l.p999_ms, l.max_ms))
@@ -444,7 +450,53 @@ pub fn analyze(inputs: &Inputs) -> Report {
         per_second,
         lag_histogram,
         bound,
+        ramp,
     }
+}
+
+/// The first seconds of expirations, when a daemon meets load it did not have, against the rest.
+pub const RAMP_SECONDS: i64 = 15;
+
+/// Lag of the items due in the first [`RAMP_SECONDS`] after the first TTL against the rest's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ramp {
+    pub first_count: u64,
+    pub first_p99_ms: u64,
+    pub first_max_ms: u64,
+    pub rest_count: u64,
+    pub rest_p99_ms: u64,
+    /// `first_p99_ms / rest_p99_ms` (1.0: the ramp costs nothing).
+    pub ratio_p99: Option<f64>,
+}
+
+fn ramp(by_ttl: &[(i64, u64)]) -> Option<Ramp> {
+    let first_ttl = by_ttl.iter().map(|(t, _)| *t).min()?;
+    let split = first_ttl + RAMP_SECONDS * 1000;
+    let (mut first, mut rest): (Vec<u64>, Vec<u64>) = (Vec::new(), Vec::new());
+    for &(ttl, lag) in by_ttl {
+        if ttl < split {
+            first.push(lag);
+        } else {
+            rest.push(lag);
+        }
+    }
+    let p99 = |v: &mut Vec<u64>| -> u64 {
+        if v.is_empty() {
+            return 0;
+        }
+        v.sort_unstable();
+        v[((v.len() as f64 * 0.99).ceil() as usize).clamp(1, v.len()) - 1]
+    };
+    let (first_p99, rest_p99) = (p99(&mut first), p99(&mut rest));
+    Some(Ramp {
+        first_count: first.len() as u64,
+        first_p99_ms: first_p99,
+        first_max_ms: first.last().copied().unwrap_or(0),
+        rest_count: rest.len() as u64,
+        rest_p99_ms: rest_p99,
+        ratio_p99: (rest_p99 > 0 && !rest.is_empty())
+            .then(|| (first_p99 as f64 / rest_p99 as f64 * 100.0).round() / 100.0),
+    })
 }
 
 /// Points a report keeps for its plot at most: a run of a million items would otherwise write a
@@ -608,5 +660,26 @@ mod thin_tests {
             kept.windows(2).all(|w| w[0].t_s <= w[1].t_s),
             "still in time order"
         );
+    }
+}
+
+#[cfg(test)]
+mod ramp_tests {
+    use super::*;
+
+    #[test]
+    fn the_first_fifteen_seconds_are_weighed_against_the_rest() {
+        // TTLs over 60 s; the first 15 s lag 300 ms, the rest 100 ms.
+        let by_ttl: Vec<(i64, u64)> = (0..6000)
+            .map(|i| {
+                let ttl = 1_000_000 + i * 10;
+                (ttl, if i < 1500 { 300 } else { 100 })
+            })
+            .collect();
+        let r = ramp(&by_ttl).unwrap();
+        assert_eq!((r.first_count, r.rest_count), (1500, 4500));
+        assert_eq!((r.first_p99_ms, r.rest_p99_ms), (300, 100));
+        assert_eq!(r.ratio_p99, Some(3.0));
+        assert!(ramp(&[]).is_none());
     }
 }

@@ -14,8 +14,8 @@ pub mod markdown;
 pub mod plot;
 
 pub use analyze::{
-    BacklogStats, Counts, HistBucket, LEFT_BEHIND_LISTED, LagPoint, LagStats, LeftBehind, Report,
-    RunInfo, SecondStats, Throughput, WrongDeletion, WrongKind, analyze,
+    BacklogStats, Counts, HistBucket, LEFT_BEHIND_LISTED, LagPoint, LagStats, LeftBehind, Ramp,
+    Report, RunInfo, SecondStats, Throughput, WrongDeletion, WrongKind, analyze,
 };
 pub use bound::{Bound, StoreCapacity, bound, perfect_lags};
 pub use input::{Expectation, Inputs, Planted, Removal};

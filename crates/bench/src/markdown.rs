@@ -41,6 +41,20 @@ impl Report {
             }
             None => rows.push(("lag", "n/a (no expiring item deleted)".to_owned())),
         }
+        if let Some(r) = &self.ramp {
+            rows.push((
+                "ramp: lag p99 of the first 15 s of TTLs / the rest",
+                format!(
+                    "{} ms ({} items, max {} ms) / {} ms ({} items) = {}",
+                    r.first_p99_ms,
+                    r.first_count,
+                    r.first_max_ms,
+                    r.rest_p99_ms,
+                    r.rest_count,
+                    r.ratio_p99.map_or("n/a".to_owned(), |x| format!("{x:.2}"))
+                ),
+            ));
+        }
         if let Some(b) = &self.bound {
             let ratio = |r: Option<f64>| r.map_or("n/a".to_owned(), |r| format!("{r:.2}"));
             rows.push((

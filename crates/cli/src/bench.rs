@@ -98,6 +98,7 @@ pub async fn run(global: &Global, args: &BenchArgs) -> anyhow::Result<Outcome> {
     config.items = args.items;
     config.spread = args.spread;
     config.backlog = args.backlog;
+    config.idle = args.idle;
     config.grace = args.grace;
     config.timeout = args.timeout;
     config.stop_after = args.stop_after;

@@ -488,6 +488,11 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=5_000_000))]
     pub backlog: u64,
 
+    /// Nothing is due for this long after the daemon starts, then the load begins: how a daemon
+    /// that has been idle meets a burst
+    #[arg(long, default_value = "0s", value_parser = crate::args::duration)]
+    pub idle: Duration,
+
     /// How long after the last TTL to wait for stragglers before judging what is left
     #[arg(long, default_value = "3s", value_parser = crate::args::duration)]
     pub grace: Duration,
