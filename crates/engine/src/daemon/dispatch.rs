@@ -128,7 +128,7 @@ fn settle<S: ExpiryStore, C: Clock>(
 ) {
     let outcomes = match done {
         Ok((backlog_items, o)) => {
-            schedule.settled(backlog_items);
+            schedule.settled(backlog_items, o.len(), Instant::now());
             o
         }
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),

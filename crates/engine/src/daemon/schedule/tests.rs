@@ -89,8 +89,34 @@ fn backlog_requests_in_flight_are_capped_until_one_settles() {
     assert_eq!(sent(s.next(at(0), mono, true)).0.len(), 25);
     assert!(matches!(s.next(at(0), mono, true), Next::Idle { .. }));
     assert!(!s.wants_backlog(true));
-    s.settled(25);
+    s.settled(25, 25, mono);
     assert_eq!(sent(s.next(at(0), mono, true)).0.len(), 25);
+}
+
+#[test]
+fn the_backlogs_cap_grows_with_the_stores_measured_rate_and_never_falls_below_its_floor() {
+    let mut s = Schedule::new(&config(), 25);
+    let mono = Instant::now();
+    for k in 0..10_000 {
+        s.add_backlog(work(k, -60_000));
+    }
+    // A serialized store, 1 000 items/s: 50 ms of it is the floor of 50 items.
+    s.settled(0, 0, mono);
+    for i in 1..=40u64 {
+        s.settled(0, 25, mono + Duration::from_millis(i * 25));
+    }
+    assert_eq!(s.max_backlog, 50);
+    // A parallel store, 40 000 items/s over the next second: 2 000 items may be in flight.
+    let later = mono + Duration::from_millis(1_000);
+    for i in 1..=1_600u64 {
+        s.settled(0, 25, later + Duration::from_micros(i * 625));
+    }
+    assert_eq!(s.max_backlog, 2_000);
+    let mut in_flight = 0;
+    while let Next::Send { batch, .. } = s.next(at(0), later, true) {
+        in_flight += batch.len();
+    }
+    assert_eq!(in_flight, 2_000);
 }
 
 #[test]
