@@ -190,18 +190,43 @@ pub async fn extend_ttls(
             }
             let later = SystemClock.now().saturating_add(Duration::from_secs(3600));
             let (name, value) = items.key(&key);
-            dynamo
-                .write
-                .update_item()
-                .table_name(&table)
-                .key(name, value)
-                .update_expression("SET #t = :t")
-                .expression_attribute_names("#t", &items.ttl_attribute)
-                .expression_attribute_values(":t", epoch_seconds(later))
-                .send()
-                .await
-                .map(|_| ())
-                .map_err(|e| BenchError::call("extending a TTL", DisplayErrorContext(e)))
+            // Retried while the store throttles it (a simulated table at its limit does), and
+            // only if the item still exists: an unconditional retry could re-create an item the
+            // sweeper has rightly deleted meanwhile.
+            loop {
+                let sent = dynamo
+                    .write
+                    .update_item()
+                    .table_name(&table)
+                    .key(name.clone(), value.clone())
+                    .update_expression("SET #t = :t")
+                    .condition_expression("attribute_exists(#k)")
+                    .expression_attribute_names("#t", &items.ttl_attribute)
+                    .expression_attribute_names("#k", &name)
+                    .expression_attribute_values(":t", epoch_seconds(later))
+                    .send()
+                    .await;
+                match sent {
+                    Ok(_) => return Ok(()),
+                    Err(e)
+                        if e.as_service_error()
+                            .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+                    {
+                        return Ok(());
+                    }
+                    Err(e)
+                        if e.as_service_error().is_some_and(|s| {
+                            s.meta().code() == Some("ThrottlingException")
+                                || s.is_provisioned_throughput_exceeded_exception()
+                        }) =>
+                    {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    Err(e) => {
+                        return Err(BenchError::call("extending a TTL", DisplayErrorContext(e)));
+                    }
+                }
+            }
         });
     }
     while let Some(done) = tasks.join_next().await {

@@ -1,6 +1,9 @@
 //! The `precise-ttl` binary: parses the command line, sets up logging, runs one command and
 //! turns its outcome into an exit code. The only place that prints errors or exits.
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod archive_cmd;
 mod args;
 mod backfill_cmd;
