@@ -56,6 +56,29 @@ pub struct LoadShape {
     pub granularity: Duration,
 }
 
+/// The main load `config` asks for, its TTLs from `first` on, seeded by the config's seed.
+pub fn for_config(
+    config: &crate::BenchConfig,
+    items: &ItemWriter,
+    now: Timestamp,
+    first: Timestamp,
+) -> Plan {
+    let shape = LoadShape {
+        count: config.items,
+        spread: config.spread,
+        backlog: config.backlog,
+        shards: config.layout.shards.get(),
+        granularity: config.ttl_granularity,
+    };
+    main_load(
+        items,
+        shape,
+        now,
+        first,
+        &mut fastrand::Rng::with_seed(config.seed),
+    )
+}
+
 /// The main load. `now` is the planning instant; `first` the first expiry; `rng` makes a plan
 /// repeatable (two runs with the same seed plant the same TTLs).
 pub fn main_load(

@@ -119,20 +119,7 @@ async fn run_on(
     let first = clock
         .now()
         .saturating_add(load_estimate + Duration::from_secs(4) + config.idle);
-    let shape = plan::LoadShape {
-        count: config.items,
-        spread: config.spread,
-        backlog: config.backlog,
-        shards: layout.shards.get(),
-        granularity: config.ttl_granularity,
-    };
-    let main = plan::main_load(
-        &items,
-        shape,
-        t,
-        first,
-        &mut fastrand::Rng::with_seed(config.seed),
-    );
+    let main = plan::for_config(config, &items, t, first);
     planted.extend(main.planted);
     progress.event(Event::Loading {
         total: main.writes.len() as u64,

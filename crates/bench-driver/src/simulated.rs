@@ -96,20 +96,7 @@ async fn run_on(
     // Planting runs at a few hundred thousand items a second.
     let lead = Duration::from_secs_f64(total as f64 / 200_000.0 + 3.0) + config.idle;
     let first = clock.now().saturating_add(lead);
-    let shape = plan::LoadShape {
-        count: config.items,
-        spread: config.spread,
-        backlog: config.backlog,
-        shards: layout.shards.get(),
-        granularity: config.ttl_granularity,
-    };
-    let main = plan::main_load(
-        &items,
-        shape,
-        t,
-        first,
-        &mut fastrand::Rng::with_seed(config.seed),
-    );
+    let main = plan::for_config(config, &items, t, first);
     planted.extend(main.planted);
     progress.event(Event::Loading {
         total: main.writes.len() as u64,
