@@ -8,6 +8,8 @@ use precise_ttl_sim::{Item, KeySpec, ScalarType, SimConfig, Simulator, TableSpec
 /// physical bound and our ratio to it.
 #[test]
 fn a_simulated_bench_reports_the_physical_bound() {
+    // It loads both cores: never beside the tests whose timing DynamoDB Local must keep.
+    let _alone = crate::chaos::ONE_AT_A_TIME.blocking_lock();
     let out = std::env::temp_dir().join(format!("precise-ttl-sim-{:08x}", fastrand::u32(..)));
     assert_cmd::Command::cargo_bin("precise-ttl")
         .unwrap()
@@ -44,6 +46,7 @@ fn a_simulated_bench_reports_the_physical_bound() {
 /// rule at 8,000/s on 16 shards gives 23: `core::sizing`'s unit test.)
 #[test]
 fn status_and_doctor_recommend_the_shard_count_for_the_expiry_rate() {
+    let _alone = crate::chaos::ONE_AT_A_TIME.blocking_lock();
     let sim = Simulator::start(SimConfig::default().without_latency()).unwrap();
     sim.create_table(&TableSpec {
         name: "busy".into(),
