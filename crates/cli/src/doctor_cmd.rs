@@ -191,9 +191,9 @@ pub async fn run(global: &Global, args: &DoctorArgs) -> anyhow::Result<Outcome> 
         let dynamo = crate::wiring::connect(global).await?;
         let now = dynamo.store_clock.now();
         for shard in layout.shards.all() {
-            let s = precise_ttl_dynamodb::status::shard_status(&dynamo, table, &layout, shard, now)
-                .await?;
-            upcoming.push(s.upcoming);
+            upcoming.push(
+                precise_ttl_dynamodb::status::upcoming(&dynamo, table, &layout, shard, now).await?,
+            );
         }
     }
     let advice = (!upcoming.is_empty()).then(|| {

@@ -40,6 +40,64 @@ impl ShardStatus {
     }
 }
 
+/// Items of `shard` due in the [`UPCOMING`] after `now` (from the index alone: what `doctor`
+/// sizes shards by without the rest of a shard's status).
+pub async fn upcoming(
+    dynamo: &Dynamo,
+    table: &str,
+    layout: &TtlLayout,
+    shard: Shard,
+    now: Timestamp,
+) -> Result<u64, StoreError> {
+    let from = DueWindow::at(now).until;
+    count_between(
+        dynamo,
+        table,
+        layout,
+        shard,
+        from,
+        now.saturating_add(UPCOMING),
+    )
+    .await
+}
+
+/// Items of `shard` whose TTL is between `from` and `to`, both included. COUNT is paged by 1 MB
+/// too, so the pages are followed.
+async fn count_between(
+    dynamo: &Dynamo,
+    table: &str,
+    layout: &TtlLayout,
+    shard: Shard,
+    from: Timestamp,
+    to: Timestamp,
+) -> Result<u64, StoreError> {
+    let mut n = 0u64;
+    let mut start = None;
+    loop {
+        let out = dynamo
+            .query
+            .query()
+            .table_name(table)
+            .index_name(&layout.index_name)
+            .key_condition_expression("#shard = :shard AND #ttl BETWEEN :from AND :to")
+            .expression_attribute_names("#shard", &layout.shard_attribute)
+            .expression_attribute_names("#ttl", &layout.ttl_attribute)
+            .expression_attribute_values(":shard", AttributeValue::N(shard.0.to_string()))
+            .expression_attribute_values(":from", AttributeValue::N(from.to_epoch_seconds_text()))
+            .expression_attribute_values(":to", AttributeValue::N(to.to_epoch_seconds_text()))
+            .select(Select::Count)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|e| store_error("Query", e))?;
+        n += out.count.max(0) as u64;
+        start = out.last_evaluated_key;
+        if start.is_none() {
+            return Ok(n);
+        }
+    }
+}
+
 pub async fn shard_status(
     dynamo: &Dynamo,
     table: &str,
@@ -66,38 +124,8 @@ pub async fn shard_status(
     let oldest = AttributeValue::N(window.oldest.to_epoch_seconds_text());
     let until = AttributeValue::N(window.until.to_epoch_seconds_text());
 
-    // COUNT is paged by 1 MB too, so follow the pages.
-    let count = |from: &AttributeValue, to: &AttributeValue, condition: &'static str| {
-        let (from, to) = (from.clone(), to.clone());
-        let query = &query;
-        async move {
-            let mut n = 0u64;
-            let mut start = None;
-            loop {
-                let out = query(condition)
-                    .expression_attribute_values(":oldest", from.clone())
-                    .expression_attribute_values(":now", to.clone())
-                    .select(Select::Count)
-                    .set_exclusive_start_key(start)
-                    .send()
-                    .await
-                    .map_err(|e| store_error("Query", e))?;
-                n += out.count.max(0) as u64;
-                start = out.last_evaluated_key;
-                if start.is_none() {
-                    return Ok::<u64, StoreError>(n);
-                }
-            }
-        }
-    };
-    let due = count(&oldest, &until, due_condition).await?;
-    let ahead = AttributeValue::N(now.saturating_add(UPCOMING).to_epoch_seconds_text());
-    let upcoming = count(
-        &until,
-        &ahead,
-        "#shard = :shard AND #ttl BETWEEN :oldest AND :now",
-    )
-    .await?;
+    let due = count_between(dynamo, table, layout, shard, window.oldest, window.until).await?;
+    let upcoming = upcoming(dynamo, table, layout, shard, now).await?;
     let ttl_of = |items: &[HashMap<String, AttributeValue>]| -> Vec<Timestamp> {
         items
             .iter()
