@@ -159,8 +159,13 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
         None => "not established (no complete read)".into(),
     };
     println!(
-        "stopped: deleted {}, skipped (changed) {}, errors {}, throttled {}, queries {}; watermark {watermark}",
-        report.deleted, report.skipped, report.errors, report.throttled, report.queries
+        "stopped: deleted {}, skipped (changed) {}, unconfirmed {}, errors {}, throttled {}, queries {}; watermark {watermark}",
+        report.deleted,
+        report.skipped,
+        report.unconfirmed,
+        report.errors,
+        report.throttled,
+        report.queries
     );
     Ok(Outcome::Success)
 }

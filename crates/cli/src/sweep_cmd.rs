@@ -44,6 +44,7 @@ pub async fn run(global: &Global, args: &SweepArgs) -> anyhow::Result<Outcome> {
                     "first_window": first_window,
                     "deleted": r.deleted,
                     "skipped": r.skipped,
+                    "unconfirmed": r.unconfirmed,
                     "errors": r.errors,
                     "throttled": r.throttled,
                     "swept_until": swept_until.map(|t| t.to_string()),
@@ -52,11 +53,12 @@ pub async fn run(global: &Global, args: &SweepArgs) -> anyhow::Result<Outcome> {
             );
         } else {
             println!(
-                "swept {table:?} (blog window index, {} windows from {first_window}) in {:.2} s: deleted {}, skipped (changed) {}, errors {}; checkpoint: {until}",
+                "swept {table:?} (blog window index, {} windows from {first_window}) in {:.2} s: deleted {}, skipped (changed) {}, unconfirmed {}, errors {}; checkpoint: {until}",
                 r.partitions,
                 started.elapsed().as_secs_f64(),
                 r.deleted,
                 r.skipped,
+                r.unconfirmed,
                 r.errors
             );
         }
@@ -89,6 +91,7 @@ pub async fn run(global: &Global, args: &SweepArgs) -> anyhow::Result<Outcome> {
             "now": report.now.as_secs_f64(),
             "deleted": report.deleted,
             "skipped": report.skipped,
+            "unconfirmed": report.unconfirmed,
             "errors": report.errors,
             "throttled": report.throttled,
             "pages": report.pages,
@@ -99,8 +102,8 @@ pub async fn run(global: &Global, args: &SweepArgs) -> anyhow::Result<Outcome> {
         println!("{json}");
     } else {
         println!(
-            "swept {table:?} in {secs:.2} s: deleted {}, skipped (changed) {}, errors {}",
-            report.deleted, report.skipped, report.errors
+            "swept {table:?} in {secs:.2} s: deleted {}, skipped (changed) {}, unconfirmed {}, errors {}",
+            report.deleted, report.skipped, report.unconfirmed, report.errors
         );
         if !report.strays.is_empty() {
             println!(

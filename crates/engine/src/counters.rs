@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub(crate) struct Counters {
     deleted: AtomicU64,
     skipped: AtomicU64,
+    unconfirmed: AtomicU64,
     errors: AtomicU64,
     throttled: AtomicU64,
     queries: AtomicU64,
@@ -32,6 +33,7 @@ pub struct LagSummary {
 pub(crate) struct Tally {
     pub deleted: u64,
     pub skipped: u64,
+    pub unconfirmed: u64,
     pub errors: u64,
     pub throttled: u64,
     pub queries: u64,
@@ -46,6 +48,13 @@ impl Counters {
     pub fn skipped(&self) {
         self.skipped.fetch_add(1, Ordering::Relaxed);
         metrics::counter!(m::SKIPPED).increment(1);
+    }
+
+    /// Gone when a delete was retried after an attempt whose answer was lost: neither
+    /// "deleted" (another worker may have deleted it) nor "skipped" (we may have).
+    pub fn unconfirmed(&self) {
+        self.unconfirmed.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!(m::UNCONFIRMED).increment(1);
     }
 
     pub fn error(&self) {
@@ -91,6 +100,7 @@ impl Counters {
         Tally {
             deleted: self.deleted.load(Ordering::Relaxed),
             skipped: self.skipped.load(Ordering::Relaxed),
+            unconfirmed: self.unconfirmed.load(Ordering::Relaxed),
             errors: self.errors.load(Ordering::Relaxed),
             throttled: self.throttled.load(Ordering::Relaxed),
             queries: self.queries.load(Ordering::Relaxed),
@@ -104,6 +114,7 @@ impl Counters {
     pub fn absorb(&self, t: Tally) {
         self.deleted.fetch_add(t.deleted, Ordering::Relaxed);
         self.skipped.fetch_add(t.skipped, Ordering::Relaxed);
+        self.unconfirmed.fetch_add(t.unconfirmed, Ordering::Relaxed);
         self.errors.fetch_add(t.errors, Ordering::Relaxed);
         self.throttled.fetch_add(t.throttled, Ordering::Relaxed);
         self.queries.fetch_add(t.queries, Ordering::Relaxed);

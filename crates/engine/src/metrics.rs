@@ -5,6 +5,9 @@
 pub const DELETED: &str = "precise_ttl_deleted_total";
 /// Conditional deletes that found the item changed (TTL extended, removed) or gone.
 pub const SKIPPED: &str = "precise_ttl_skipped_total";
+/// Items found gone by a delete retried after an attempt whose answer was lost (a timeout, a
+/// dropped connection): that attempt may have deleted them, or another worker did.
+pub const UNCONFIRMED: &str = "precise_ttl_unconfirmed_total";
 /// Deletes that still failed after every retry; the items stay due and are read again.
 pub const ERRORS: &str = "precise_ttl_errors_total";
 /// Calls the store throttled (each retried after a backoff).
@@ -53,7 +56,14 @@ pub const LAG_BUCKETS: &[f64] = &[
 /// too): a dashboard or alert then sees the series from the first scrape, not from its first
 /// event, and `rate` counts that first event.
 pub fn describe() {
-    for counter in [DELETED, SKIPPED, ERRORS, THROTTLED, DELETE_MODE_FALLBACKS] {
+    for counter in [
+        DELETED,
+        SKIPPED,
+        UNCONFIRMED,
+        ERRORS,
+        THROTTLED,
+        DELETE_MODE_FALLBACKS,
+    ] {
         metrics::counter!(counter).increment(0);
     }
     for reader in ["head", "backlog"] {
@@ -71,6 +81,10 @@ pub fn describe() {
     describe_counter!(
         SKIPPED,
         "Conditional deletes that found the item changed or gone"
+    );
+    describe_counter!(
+        UNCONFIRMED,
+        "Items found gone on a retry after a lost answer: deleted by that attempt or by another worker"
     );
     describe_counter!(
         ERRORS,

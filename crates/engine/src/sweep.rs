@@ -53,6 +53,8 @@ pub struct SweepReport<P> {
     pub deleted: u64,
     /// Conditional deletes that found the item changed (TTL extended or removed) or gone.
     pub skipped: u64,
+    /// Gone on a retry after a lost answer (see [`crate::metrics::UNCONFIRMED`]).
+    pub unconfirmed: u64,
     /// Items whose delete still failed after every retry; they stay due for the next pass.
     pub errors: u64,
     /// Calls that were throttled and retried.
@@ -253,6 +255,7 @@ impl<S: ExpiryStore, C: Clock> Sweeper<S, C> {
             now: window.until,
             deleted: tally.deleted,
             skipped: tally.skipped,
+            unconfirmed: tally.unconfirmed,
             errors: tally.errors,
             throttled: tally.throttled,
             pages: tally.queries,
@@ -360,6 +363,8 @@ struct DeleteTask<S: ExpiryStore, C: Clock> {
 
 impl<S: ExpiryStore, C: Clock> DeleteTask<S, C> {
     async fn run(self, item: DueItem<S::Key>) {
+        // As in the daemon: after a lost answer, "gone" cannot say who deleted the item.
+        let answer_lost = std::sync::atomic::AtomicBool::new(false);
         let result = with_backoff(
             &self.backoff,
             || {
@@ -369,8 +374,17 @@ impl<S: ExpiryStore, C: Clock> DeleteTask<S, C> {
             || {
                 // The window is taken afresh for every attempt: an item is due when the delete
                 // reaches the store, not when the index was read.
-                self.store
-                    .delete_if_due(&item.key, DueWindow::at(self.clock.now()))
+                let attempt = self
+                    .store
+                    .delete_if_due(&item.key, DueWindow::at(self.clock.now()));
+                async {
+                    let result = attempt.await;
+                    if matches!(&result, Err(e) if e.class.is_retryable() && e.class != ErrorClass::Throttled)
+                    {
+                        answer_lost.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    result
+                }
             },
         )
         .await;
@@ -387,6 +401,10 @@ impl<S: ExpiryStore, C: Clock> DeleteTask<S, C> {
                 *max = Some(max.map_or(lag, |m| m.max(lag)));
                 drop(max);
                 self.observer.deleted(&item.key, item.expiry, acked);
+            }
+            Ok(DeleteOutcome::NotDue) if answer_lost.into_inner() => {
+                self.counters.counts.unconfirmed();
+                self.observer.skipped(&item.key, item.expiry);
             }
             Ok(DeleteOutcome::NotDue) => {
                 self.counters.counts.skipped();

@@ -48,6 +48,8 @@ pub struct InvocationReport {
     pub table: String,
     pub deleted: u64,
     pub skipped: u64,
+    /// Found gone on a retry after a lost answer: deleted by us or by another worker.
+    pub unconfirmed: u64,
     pub errors: u64,
     pub throttled: u64,
     pub queries: u64,
@@ -301,6 +303,7 @@ impl Environment {
             table: config.table.clone(),
             deleted: r.deleted,
             skipped: r.skipped,
+            unconfirmed: r.unconfirmed,
             errors: r.errors,
             throttled: r.throttled,
             queries: r.queries,
@@ -380,6 +383,11 @@ pub fn emf_documents(
     let mut metrics = vec![
         (m::DELETED.to_string(), Unit::Count, report.deleted as f64),
         (m::SKIPPED.to_string(), Unit::Count, report.skipped as f64),
+        (
+            m::UNCONFIRMED.to_string(),
+            Unit::Count,
+            report.unconfirmed as f64,
+        ),
         (m::ERRORS.to_string(), Unit::Count, report.errors as f64),
         (
             m::THROTTLED.to_string(),

@@ -56,6 +56,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
                     tracing::info!(
                         deleted = report.deleted,
                         skipped = report.skipped,
+                        unconfirmed = report.unconfirmed,
                         errors = report.errors,
                         "invocation done"
                     );

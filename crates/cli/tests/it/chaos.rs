@@ -101,13 +101,7 @@ fn extender(table: &TestTable, plan: &Plan) -> tokio::task::JoinHandle<()> {
 }
 
 async fn left_count(table: &TestTable, plan: &Plan) -> usize {
-    let mut left = 0;
-    for key in &plan.due {
-        if table.get(key).await.is_some() {
-            left += 1;
-        }
-    }
-    left
+    table.present(&plan.due).await
 }
 
 /// Runs a daemon until every due item is gone (after the last TTL) or `timeout`, then stops it
@@ -242,25 +236,45 @@ async fn two_daemons_on_one_table_share_the_work_safely() {
         endpoint(),
         // Uncoordinated on purpose: the conditional deletes alone must keep two deleters safe
         // (the lease split has its own tests). Both send PartiQL batches, so they race on the
-        // same items statement by statement.
-        &[&["--no-leases"], &["--delete-mode", "batch", "--no-leases"]],
+        // same items statement by statement. 8 requests in flight each: at the default 32, two
+        // daemons queue 1 600 statements on DynamoDB Local's one SQLite thread, and on a loaded
+        // machine batches wait past the 10 s attempt timeout (seen in CI), which measures the
+        // machine rather than the race.
+        &[
+            &["--no-leases", "--concurrency", "8"],
+            &[
+                "--delete-mode",
+                "batch",
+                "--no-leases",
+                "--concurrency",
+                "8",
+            ],
+        ],
         Duration::from_secs(60),
     )
     .await;
     let (out_a, out_b) = (&outs[0], &outs[1]);
     extending.await.unwrap();
     verdict(&table, &plan).await;
-    let deleted = |out: &str| -> u64 {
-        out.split("deleted ")
+    let count = |out: &str, what: &str| -> u64 {
+        out.split(&format!(" {what} "))
             .nth(1)
             .and_then(|s| s.split(',').next())
             .and_then(|s| s.parse().ok())
             .unwrap_or(0)
     };
+    let deleted = |out: &str| count(out, "deleted");
+    let unconfirmed = count(out_a, "unconfirmed") + count(out_b, "unconfirmed");
     // A PartiQL DELETE of an item that is already gone succeeds; RETURNING ALL OLD * tells it
-    // apart, so together the two count each of the 700 due items exactly once (one REMOVE
-    // record each on the stream). Before, the loser of a race counted the item too.
-    assert_eq!(deleted(out_a) + deleted(out_b), 700, "{out_a}\n{out_b}");
+    // apart, so together the two count each of the 700 due items at most once (one REMOVE
+    // record each on the stream). Before, the loser of a race counted the item too. A delete
+    // whose answer was lost (a timeout on a loaded machine) and whose retry found the item gone
+    // is unconfirmed: that attempt may have deleted it, or the other daemon did.
+    let confirmed = deleted(out_a) + deleted(out_b);
+    assert!(
+        confirmed <= 700 && 700 <= confirmed + unconfirmed,
+        "{out_a}\n{out_b}"
+    );
     assert!(
         deleted(out_b) > 0 && deleted(out_a) > 0,
         "both did work: {out_a}\n{out_b}"

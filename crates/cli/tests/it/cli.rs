@@ -44,7 +44,7 @@ async fn setup_and_sweep_from_the_command_line() {
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "deleted 30, skipped (changed) 0, errors 0",
+            "deleted 30, skipped (changed) 0, unconfirmed 0, errors 0",
         ));
     let out = precise_ttl()
         .args(["sweep", "--table", &table.name, "--json"])

@@ -23,9 +23,64 @@ pub fn endpoint() -> &'static str {
             let local = DynamoDbLocal::start().expect("DynamoDB Local starts");
             let url = local.endpoint().to_string();
             let _ = LOCAL.set(local);
+            warm_up(&url);
             url
         }
     })
+}
+
+/// DynamoDB Local answers its first few thousand operations several times slower, before the JVM
+/// has compiled its paths; on a loaded machine, tests that met a cold instance measured that (a
+/// CI run had every batch of two racing daemons time out). So the shared instance first takes
+/// 3 000 due items through `setup`, the index and `sweep`'s PartiQL batches, once per run.
+fn warm_up(url: &str) {
+    const ITEMS: i64 = 3_000;
+    let table = format!("precise-ttl-warm-up-{:016x}", fastrand::u64(..));
+    let binary = || {
+        let mut cmd = assert_cmd::Command::cargo_bin("precise-ttl").unwrap();
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("PRECISE_TTL_ENDPOINT_URL", url)
+            .env("PRECISE_TTL_TABLE", &table)
+            .timeout(std::time::Duration::from_secs(300));
+        cmd
+    };
+    binary()
+        .args(["setup", "--create-table", "--partition-key", "pk"])
+        .args(["--no-native-ttl"])
+        .assert()
+        .success();
+    let (url, name) = (url.to_string(), table.clone());
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async move {
+            let warm = TestTable {
+                name,
+                dynamo: Dynamo::local(&url),
+            };
+            let past = Timestamp::from_millis(now().as_millis() - 60_000);
+            let items = (0..ITEMS)
+                .map(|i| {
+                    item(
+                        &format!("warm-{i}"),
+                        &[
+                            ("ttl", n(past.to_epoch_seconds_text())),
+                            ("ttl_shard", n(i % 16)),
+                        ],
+                    )
+                })
+                .collect();
+            warm.put_many(items).await;
+            // The table outlives this guard: `sweep` below still needs it.
+            std::mem::forget(warm);
+        });
+    })
+    .join()
+    .expect("warm-up items written");
+    binary().args(["sweep"]).assert().success();
 }
 
 pub fn dynamo() -> Dynamo {
@@ -157,6 +212,45 @@ impl TestTable {
             .await
             .expect("get item")
             .item
+    }
+
+    /// How many of these partition keys are in the table: 100 per request, so polling a test's
+    /// keys does not load DynamoDB Local as one read per key would.
+    pub async fn present(&self, pks: &[String]) -> usize {
+        let mut found = 0;
+        for chunk in pks.chunks(100) {
+            let mut keys: Vec<HashMap<String, AttributeValue>> = chunk
+                .iter()
+                .map(|pk| HashMap::from([("pk".to_string(), s(pk))]))
+                .collect();
+            while !keys.is_empty() {
+                let request = aws_sdk_dynamodb::types::KeysAndAttributes::builder()
+                    .set_keys(Some(keys))
+                    .consistent_read(true)
+                    .projection_expression("pk")
+                    .build()
+                    .expect("keys are set");
+                let out = self
+                    .dynamo
+                    .query
+                    .batch_get_item()
+                    .request_items(&self.name, request)
+                    .send()
+                    .await
+                    .expect("batch get");
+                found += out
+                    .responses
+                    .as_ref()
+                    .and_then(|r| r.get(&self.name))
+                    .map_or(0, Vec::len);
+                keys = out
+                    .unprocessed_keys
+                    .and_then(|mut u| u.remove(&self.name))
+                    .map(|k| k.keys)
+                    .unwrap_or_default();
+            }
+        }
+        found
     }
 
     pub async fn count(&self) -> usize {

@@ -76,6 +76,8 @@ impl Default for DaemonConfig {
 pub struct DaemonReport {
     pub deleted: u64,
     pub skipped: u64,
+    /// Gone on a retry after a lost answer (see [`crate::metrics::UNCONFIRMED`]).
+    pub unconfirmed: u64,
     pub errors: u64,
     pub throttled: u64,
     pub queries: u64,

@@ -152,6 +152,12 @@ fn settle<S: ExpiryStore, C: Clock>(
                     .observer
                     .deleted(&work.item.key, work.item.expiry, acked);
             }
+            Ok(DeleteOutcome::NotDue) if work.answer_lost => {
+                drop(pending);
+                shared.counters.unconfirmed();
+                lock(&shared.aimd).on_success();
+                shared.observer.skipped(&work.item.key, work.item.expiry);
+            }
             Ok(DeleteOutcome::NotDue) => {
                 drop(pending);
                 shared.counters.skipped();
@@ -201,12 +207,17 @@ async fn delete_batch<S: ExpiryStore, C: Clock>(
         let acked = shared.clock.now();
         let mut retry = Vec::new();
         let mut throttled = false;
-        for (work, result) in todo.into_iter().zip(results) {
+        let mut lost = false;
+        for (mut work, result) in todo.into_iter().zip(results) {
             match result {
                 Err(e)
                     if e.class.is_retryable() && shared.config.backoff.may_retry_after(attempt) =>
                 {
                     throttled |= e.class == ErrorClass::Throttled;
+                    // A throttled call was refused; any other retryable failure may have been
+                    // applied before its answer was lost.
+                    lost |= e.class != ErrorClass::Throttled;
+                    work.answer_lost |= e.class != ErrorClass::Throttled;
                     retry.push(work);
                 }
                 other => done.push((work, other, acked)),
@@ -219,18 +230,22 @@ async fn delete_batch<S: ExpiryStore, C: Clock>(
         if throttled {
             shared.throttled();
         }
+        if lost {
+            // A timeout or a 5xx says the store is saturated as surely as a throttle does, and
+            // each retry of a timed-out request adds to work the store is still doing: back off
+            // (seen on a cold DynamoDB Local with two daemons racing: every batch timed out).
+            shared.congested();
+        }
         tokio::time::sleep(shared.config.backoff.delay(attempt, fastrand::f64())).await;
-        // A throttled retry goes back under the concurrency limit like any request: a herd of
-        // retries sent past the limit would keep the store throttling (seen on the simulated
-        // table: 118 000 throttled requests and a 10 s tail for 600 000 deletes).
-        if throttled {
-            loop {
-                let freed = shared.slot_freed.notified();
-                if shared.active() < lock(&shared.aimd).limit() {
-                    break;
-                }
-                freed.await;
+        // A retry goes back under the concurrency limit like any request: a herd of retries sent
+        // past the limit would keep the store throttling (seen on the simulated table: 118 000
+        // throttled requests and a 10 s tail for 600 000 deletes).
+        loop {
+            let freed = shared.slot_freed.notified();
+            if shared.active() < lock(&shared.aimd).limit() {
+                break;
             }
+            freed.await;
         }
         shared.active.fetch_add(1, Ordering::SeqCst);
         attempt += 1;

@@ -73,6 +73,9 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 struct Work<K> {
     lane: usize,
     item: DueItem<K>,
+    /// An attempt failed in a way that may have deleted the item anyway (its answer was lost):
+    /// a retry that finds the item gone cannot say who deleted it.
+    answer_lost: bool,
 }
 
 /// How long a resolved key is remembered. A read that started before the key was resolved may
@@ -131,6 +134,11 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
     fn throttled(&self) {
         self.counters.throttled();
         self.observer.throttled();
+        self.congested();
+    }
+
+    /// The store is saturated: fewer deletes in flight.
+    fn congested(&self) {
         lock(&self.aimd).on_throttle(self.clock.now());
     }
 
@@ -201,7 +209,13 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
                     continue;
                 }
                 admitted += 1;
-                if !sink(Work { lane, item }).await {
+                if !sink(Work {
+                    lane,
+                    item,
+                    answer_lost: false,
+                })
+                .await
+                {
                     return Err(());
                 }
             }
@@ -341,6 +355,7 @@ impl<S: ExpiryStore, C: Clock> Daemon<S, C> {
         Ok(DaemonReport {
             deleted: c.deleted,
             skipped: c.skipped,
+            unconfirmed: c.unconfirmed,
             errors: c.errors,
             throttled: c.throttled,
             queries: c.queries,

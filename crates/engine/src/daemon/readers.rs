@@ -64,6 +64,7 @@ pub(super) async fn strays<S: ExpiryStore, C: Clock>(
             Ok(report) => shared.counters.absorb(crate::counters::Tally {
                 deleted: report.deleted,
                 skipped: report.skipped,
+                unconfirmed: report.unconfirmed,
                 errors: report.errors,
                 throttled: report.throttled,
                 queries: report.pages,

@@ -16,6 +16,7 @@ fn work(key: u32, expires_ms: i64) -> Work<u32> {
             key,
             expiry: Expiry::at_instant(at(expires_ms)),
         },
+        answer_lost: false,
     }
 }
 
