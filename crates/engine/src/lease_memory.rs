@@ -39,6 +39,7 @@ impl MemoryLeaseTable {
 pub struct MemoryLeases {
     table: Arc<MemoryLeaseTable>,
     down: AtomicBool,
+    write_latency: std::sync::Mutex<std::time::Duration>,
 }
 
 impl MemoryLeases {
@@ -46,12 +47,18 @@ impl MemoryLeases {
         MemoryLeases {
             table: Arc::clone(table),
             down: AtomicBool::new(false),
+            write_latency: std::sync::Mutex::new(std::time::Duration::ZERO),
         }
     }
 
     /// While down, every call of this worker fails as a transient error.
     pub fn set_down(&self, down: bool) {
         self.down.store(down, Ordering::SeqCst);
+    }
+
+    /// From now on, every write of this worker takes this long (a slow or saturated store).
+    pub fn set_write_latency(&self, latency: std::time::Duration) {
+        *self.write_latency.lock().unwrap() = latency;
     }
 
     fn reachable(&self) -> Result<(), StoreError> {
@@ -91,6 +98,10 @@ impl LeaseStore for MemoryLeases {
         expected: u64,
         owner: Option<&str>,
     ) -> Result<bool, StoreError> {
+        let latency = *self.write_latency.lock().unwrap();
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
         self.reachable()?;
         let mut leases = self.table.leases.lock().unwrap();
         match leases.get_mut(key) {

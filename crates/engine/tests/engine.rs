@@ -803,6 +803,21 @@ mod leases {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_lone_worker_keeps_128_leases_when_each_write_takes_100_ms() {
+        let table = MemoryLeaseTable::new();
+        let a = Worker::start(&table, "a", 128);
+        a.store.set_write_latency(Duration::from_millis(100));
+        until(|| a.usable() == 128).await;
+        tokio::time::sleep(LEASE * 3).await;
+        // One write at a time, 128 renewals take 12.8 s, past half the 10 s lease: each heartbeat
+        // would drop leases the worker still owns.
+        assert_eq!(a.usable(), 128);
+        assert_eq!(a.leases.counts().lost, 0);
+        a.stop().await;
+        assert_eq!(table.owned_by("a"), 0, "released on stop");
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_lone_worker_acquires_every_lease_and_keeps_it_by_renewing() {
         let table = MemoryLeaseTable::new();
         let a = Worker::start(&table, "a", 4);
