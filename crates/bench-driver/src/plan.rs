@@ -25,6 +25,8 @@ fn survive(key: &str, why: &str) -> Planted {
         expect: Expectation::Survive {
             why: why.to_string(),
         },
+        shard: None,
+        table_partition: None,
     }
 }
 
@@ -104,25 +106,31 @@ pub fn main_load(
         let key = format!("item-{i:07}");
         let ms = first.as_millis() + (spread_ms * i as f64 / count as f64) as i64 + rng.i64(0..7);
         let ttl = Timestamp::from_millis(ms - ms.rem_euclid(step));
+        let s = shard();
         plan.writes
-            .push(items.item(&key, Some(epoch_seconds(ttl)), shard()));
+            .push(items.item(&key, Some(epoch_seconds(ttl)), s));
         plan.planted.push(Planted {
             key,
             expect: Expectation::Expire {
                 ttl_ms: ttl.as_millis(),
             },
+            shard: s,
+            table_partition: None,
         });
     }
     for i in 0..backlog {
         let key = format!("backlog-{i:07}");
         let ttl = now.saturating_sub(Duration::from_millis(10_000 + rng.u64(0..3_600_000)));
+        let s = shard();
         plan.writes
-            .push(items.item(&key, Some(epoch_seconds(ttl)), shard()));
+            .push(items.item(&key, Some(epoch_seconds(ttl)), s));
         plan.planted.push(Planted {
             key,
             expect: Expectation::Backlog {
                 ttl_ms: ttl.as_millis(),
             },
+            shard: s,
+            table_partition: None,
         });
     }
     let extended = (count / 100).clamp(10, 1000);

@@ -241,6 +241,7 @@ async fn run_on(
             burst_items: 0.0,
             floor_ms: 0.0,
             source: "this run's faster raw delete rate (DeleteItem or PartiQL batch)".into(),
+            partition: None,
         }),
     };
     let measured = Measured {

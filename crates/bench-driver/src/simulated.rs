@@ -5,7 +5,7 @@
 //! time (the simulator's log, no stream) minus its TTL. The bound is that of the simulator's own
 //! capacity model: its limits, its burst credit and its latency.
 
-use crate::config::BenchConfig;
+use crate::config::{BenchConfig, BenchIndex};
 use crate::error::BenchError;
 use crate::items::{Item, ItemWriter};
 use crate::load::{create_bare, extend_ttls, scan_keys};
@@ -14,10 +14,10 @@ use crate::progress::{Event, Progress};
 use crate::report::{BenchRun, Measured, summarize};
 use crate::usage::UsageSampler;
 use aws_sdk_dynamodb::types::AttributeValue;
-use precise_ttl_bench::{Inputs, Removal, StoreCapacity};
+use precise_ttl_bench::{Inputs, PartitionLimit, Removal, StoreCapacity};
 use precise_ttl_dynamodb::{Dynamo, SetupOptions, setup};
 use precise_ttl_engine::{Clock, SystemClock};
-use precise_ttl_sim::{Latency, SimConfig, Simulator, Value};
+use precise_ttl_sim::{KeyValue, Latency, SimConfig, Simulator, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,9 +30,10 @@ pub async fn run_simulated(
     progress: &dyn Progress,
 ) -> Result<BenchRun, BenchError> {
     let capacity = capacity(&sim, config);
+    let table_partitions = sim.table_partitions;
     let simulator =
         Simulator::start(sim).map_err(|e| BenchError::call("starting the simulator", e))?;
-    let result = run_on(&simulator, capacity, config, progress).await;
+    let result = run_on(&simulator, capacity, table_partitions, config, progress).await;
     let stats = simulator.stats();
     simulator.shutdown();
     let mut run = result?;
@@ -53,16 +54,24 @@ fn capacity(sim: &SimConfig, config: &BenchConfig) -> StoreCapacity {
         Latency::None => 0.0,
         Latency::LogNormal { p50, .. } => p50.as_secs_f64() * 1000.0 * sim.commit_point,
     };
+    // Each delete also writes its table partition and its shard's index partition: a perfect
+    // sweeper is held to their limits too (the bench knows where every item lives).
+    let partition = matches!(config.index, BenchIndex::Sharded).then(|| PartitionLimit {
+        per_second: l.partition_wcu,
+        burst_items: l.partition_wcu * l.burst_seconds,
+    });
     StoreCapacity {
+        partition,
         per_second,
         burst_items: per_second * l.burst_seconds,
         floor_ms,
         source: format!(
-            "the simulator: min(table {:.0}, {} partitions × {:.0}, {} shards × {:.0}) WCU/s, {:.2} s of burst credit, the median call's time to commit",
+            "the simulator: min(table {:.0}, {} partitions × {:.0}, {} shards × {:.0}) WCU/s, each item's table and index partition at {:.0} WCU/s, {:.2} s of burst credit, the median call's time to commit",
             l.total_wcu,
             sim.table_partitions,
             l.partition_wcu,
             config.layout.shards,
+            l.partition_wcu,
             l.partition_wcu,
             l.burst_seconds
         ),
@@ -72,6 +81,7 @@ fn capacity(sim: &SimConfig, config: &BenchConfig) -> StoreCapacity {
 async fn run_on(
     simulator: &Simulator,
     capacity: StoreCapacity,
+    table_partitions: usize,
     config: &BenchConfig,
     progress: &dyn Progress,
 ) -> Result<BenchRun, BenchError> {
@@ -172,6 +182,11 @@ async fn run_on(
         })
         .collect();
     let present_at_end = scan_keys(&dynamo, TABLE, &config.key_attribute).await?;
+    for p in &mut planted {
+        let hash = precise_ttl_sim::table::hash_key(&KeyValue::S(p.key.as_str().into()));
+        p.table_partition =
+            Some(precise_ttl_sim::table::partition_among(hash, table_partitions) as u32);
+    }
     let inputs = Inputs {
         planted,
         removals,

@@ -421,15 +421,19 @@ pub fn analyze(inputs: &Inputs) -> Report {
     };
 
     let bound = inputs.capacity.as_ref().map(|capacity| {
-        let ttls: Vec<i64> = planted
-            .values()
-            .filter_map(|e| match e {
-                Expectation::Expire { ttl_ms } => Some(*ttl_ms),
+        let expiring: Vec<crate::Expiring> = inputs
+            .planted
+            .iter()
+            .filter_map(|p| match p.expect {
+                Expectation::Expire { ttl_ms } => Some(crate::Expiring {
+                    ttl_ms,
+                    partitions: [p.table_partition, p.shard.map(u32::from)],
+                }),
                 _ => None,
             })
             .collect();
         let (p99, max) = lag.as_ref().map_or((0, 0), |l| (l.p99_ms, l.max_ms));
-        crate::bound::bound(&ttls, capacity, p99, max)
+        crate::bound::bound(&expiring, capacity, p99, max)
     });
     let lag_points = thin(lag_points);
 

@@ -19,6 +19,19 @@ pub struct StoreCapacity {
     pub floor_ms: f64,
     /// Where the figures come from, for the reader.
     pub source: String,
+    /// The limit of each partition a delete writes (its table partition and its index
+    /// partition), when the store has them and the run knows where each item lives: the
+    /// perfect sweeper is held to it as well. An item expiring on a partition that is already
+    /// at its limit waits, however idle the rest of the table is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<PartitionLimit>,
+}
+
+/// One partition's write limit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartitionLimit {
+    pub per_second: f64,
+    pub burst_items: f64,
 }
 
 /// The perfect sweeper's lag over the workload's expiring items, and ours against it.
@@ -34,38 +47,113 @@ pub struct Bound {
     pub ratio_max: Option<f64>,
 }
 
-/// The perfect sweeper's lags (ms), one per TTL in `ttls_ms` (any order).
+/// An item the perfect sweeper deletes: when it expires, and the partitions its delete writes
+/// (`None`: unknown or no limit of their own), each a token bucket of [`PartitionLimit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Expiring {
+    pub ttl_ms: i64,
+    /// The item's table partition and its index partition.
+    pub partitions: [Option<u32>; 2],
+}
+
+impl Expiring {
+    pub fn at(ttl_ms: i64) -> Self {
+        Expiring {
+            ttl_ms,
+            partitions: [None; 2],
+        }
+    }
+}
+
+/// A token bucket whose state is known at `at` (ms).
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: f64,
+}
+
+impl Bucket {
+    fn full(depth: f64, at: f64) -> Self {
+        Bucket { tokens: depth, at }
+    }
+
+    /// The earliest instant from `t` on at which a token is there.
+    fn ready_at(&self, t: f64, rate_per_ms: f64, depth: f64) -> f64 {
+        let tokens = (self.tokens + (t - self.at).max(0.0) * rate_per_ms).min(depth);
+        if tokens >= 1.0 {
+            t.max(self.at)
+        } else {
+            t.max(self.at) + (1.0 - tokens) / rate_per_ms
+        }
+    }
+
+    fn take(&mut self, t: f64, rate_per_ms: f64, depth: f64) {
+        self.tokens = (self.tokens + (t - self.at).max(0.0) * rate_per_ms).min(depth) - 1.0;
+        self.at = t.max(self.at);
+    }
+}
+
+/// The perfect sweeper's lags (ms), one per TTL in `ttls_ms` (any order), on a store without
+/// partitions of its own.
 pub fn perfect_lags(ttls_ms: &[i64], capacity: &StoreCapacity) -> Vec<f64> {
-    let mut ttls = ttls_ms.to_vec();
-    ttls.sort_unstable();
-    let rate_per_ms = capacity.per_second.max(1e-9) / 1000.0;
-    let depth = capacity.burst_items.max(1.0);
-    let mut tokens = depth;
-    // The bucket's state is known at `at`; deletes happen in TTL order, never before a TTL.
-    let mut at = match ttls.first() {
-        Some(&t) => t as f64,
-        None => return Vec::new(),
+    let items: Vec<Expiring> = ttls_ms.iter().map(|t| Expiring::at(*t)).collect();
+    perfect_lags_of(&items, capacity)
+}
+
+/// The perfect sweeper's lags (ms), one per item (any order): oldest first, each deleted at
+/// the first instant from its TTL on when the store-wide bucket and both of its partitions'
+/// buckets hold a token (all full at the start).
+pub fn perfect_lags_of(items: &[Expiring], capacity: &StoreCapacity) -> Vec<f64> {
+    let mut items = items.to_vec();
+    items.sort_unstable();
+    let Some(first) = items.first() else {
+        return Vec::new();
     };
-    ttls.iter()
-        .map(|&ttl| {
-            let ttl = ttl as f64;
-            if ttl > at {
-                tokens = (tokens + (ttl - at) * rate_per_ms).min(depth);
-                at = ttl;
+    let start = first.ttl_ms as f64;
+    let rate = capacity.per_second.max(1e-9) / 1000.0;
+    let depth = capacity.burst_items.max(1.0);
+    let mut table = Bucket::full(depth, start);
+    let (p_rate, p_depth) = capacity
+        .partition
+        .as_ref()
+        .map_or((f64::INFINITY, 1.0), |p| {
+            (p.per_second.max(1e-9) / 1000.0, p.burst_items.max(1.0))
+        });
+    let mut partitions: [std::collections::HashMap<u32, Bucket>; 2] = Default::default();
+    items
+        .iter()
+        .map(|item| {
+            let ttl = item.ttl_ms as f64;
+            let mut t = table.ready_at(ttl, rate, depth);
+            if capacity.partition.is_some() {
+                // A bucket that has a token at t still has it later (until it is taken): one
+                // pass finds the first instant all of them have one.
+                for (slot, id) in item.partitions.iter().enumerate() {
+                    if let Some(id) = id {
+                        let b = partitions[slot]
+                            .entry(*id)
+                            .or_insert_with(|| Bucket::full(p_depth, start));
+                        t = b.ready_at(t, p_rate, p_depth);
+                    }
+                }
+                t = table.ready_at(t, rate, depth);
+                for (slot, id) in item.partitions.iter().enumerate() {
+                    if let Some(id) = id
+                        && let Some(b) = partitions[slot].get_mut(id)
+                    {
+                        b.take(t, p_rate, p_depth);
+                    }
+                }
             }
-            if tokens < 1.0 {
-                at += (1.0 - tokens) / rate_per_ms;
-                tokens = 1.0;
-            }
-            tokens -= 1.0;
-            at - ttl + capacity.floor_ms
+            table.take(t, rate, depth);
+            t - ttl + capacity.floor_ms
         })
         .collect()
 }
 
-/// The bound over `ttls_ms`, with our own p99 and max for the ratios.
-pub fn bound(ttls_ms: &[i64], capacity: &StoreCapacity, ours_p99: u64, ours_max: u64) -> Bound {
-    let mut lags = perfect_lags(ttls_ms, capacity);
+/// The bound over `items`, with our own p99 and max for the ratios.
+pub fn bound(items: &[Expiring], capacity: &StoreCapacity, ours_p99: u64, ours_max: u64) -> Bound {
+    let mut lags = perfect_lags_of(items, capacity);
     lags.sort_by(f64::total_cmp);
     let at = |q: f64| -> f64 {
         if lags.is_empty() {
@@ -99,7 +187,12 @@ mod tests {
             burst_items,
             floor_ms: 0.0,
             source: "test".into(),
+            partition: None,
         }
+    }
+
+    fn at(ttls: &[i64]) -> Vec<Expiring> {
+        ttls.iter().map(|t| Expiring::at(*t)).collect()
     }
 
     #[test]
@@ -109,7 +202,7 @@ mod tests {
         let ttls: Vec<i64> = (0..10)
             .flat_map(|s| std::iter::repeat_n(s * 1000, 500))
             .collect();
-        let b = bound(&ttls, &capacity(1000.0, 0.0), 600, 700);
+        let b = bound(&at(&ttls), &capacity(1000.0, 0.0), 600, 700);
         assert!((b.max_ms - 499.0).abs() < 1.5, "{b:?}");
         assert!((b.p50_ms - 250.0).abs() < 2.0, "{b:?}");
         assert_eq!(b.ratio_max, Some(1.4));
@@ -122,7 +215,7 @@ mod tests {
             floor_ms: 4.0,
             ..capacity(1000.0, 0.0)
         };
-        let b = bound(&ttls, &c, 8, 12);
+        let b = bound(&at(&ttls), &c, 8, 12);
         assert_eq!((b.p50_ms, b.p99_ms, b.max_ms), (4.0, 4.0, 4.0));
         assert_eq!(b.ratio_p99, Some(2.0));
     }
@@ -139,9 +232,52 @@ mod tests {
     fn over_capacity_the_queue_grows_and_the_bound_says_so() {
         // 2 000/s for 5 s on a 1 000/s store: the last item waits about 5 s.
         let ttls: Vec<i64> = (0..10_000).map(|i| i / 2).collect();
-        let b = bound(&ttls, &capacity(1000.0, 0.0), 0, 0);
+        let b = bound(&at(&ttls), &capacity(1000.0, 0.0), 0, 0);
         assert!((b.max_ms - 5000.0).abs() < 5.0, "{b:?}");
         assert_eq!(b.ratio_p99, Some(0.0));
+    }
+
+    #[test]
+    fn a_partition_at_its_limit_holds_its_items_back_however_idle_the_table() {
+        // 1 500/s on a 10 000/s table, all of it on one partition of 1 000/s, for 2 s: the
+        // partition falls 500 behind each second. Spread over two partitions: no wait.
+        let limited = StoreCapacity {
+            partition: Some(PartitionLimit {
+                per_second: 1000.0,
+                burst_items: 0.0,
+            }),
+            ..capacity(10_000.0, 0.0)
+        };
+        let one: Vec<Expiring> = (0..3000)
+            .map(|i| Expiring {
+                ttl_ms: i * 2 / 3,
+                partitions: [Some(7), None],
+            })
+            .collect();
+        let b = bound(&one, &limited, 0, 0);
+        assert!((b.max_ms - 1000.0).abs() < 5.0, "{b:?}");
+        let two: Vec<Expiring> = one
+            .iter()
+            .enumerate()
+            .map(|(i, e)| Expiring {
+                partitions: [Some(i as u32 % 2), Some(3)],
+                ..*e
+            })
+            .collect();
+        let index_limited = bound(&two, &limited, 0, 0);
+        assert!(
+            (index_limited.max_ms - 1000.0).abs() < 5.0,
+            "the index partition (3) holds them all: {index_limited:?}"
+        );
+        let spread: Vec<Expiring> = one
+            .iter()
+            .enumerate()
+            .map(|(i, e)| Expiring {
+                partitions: [Some(i as u32 % 2), Some(i as u32 % 2)],
+                ..*e
+            })
+            .collect();
+        assert!(bound(&spread, &limited, 0, 0).max_ms < 2.0);
     }
 
     #[test]

@@ -35,6 +35,12 @@ pub struct Planted {
     pub key: String,
     /// What must happen to it.
     pub expect: Expectation,
+    /// The shard it was written with: its index partition, for the physical bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<u16>,
+    /// Its table partition, when the run knows where the store keeps it (the simulator).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table_partition: Option<u32>,
 }
 
 /// One REMOVE record seen on the stream.

@@ -14,6 +14,8 @@ fn expire(key: &str, ttl_ms: i64) -> Planted {
     Planted {
         key: key.to_owned(),
         expect: Expectation::Expire { ttl_ms },
+        shard: None,
+        table_partition: None,
     }
 }
 
@@ -21,6 +23,8 @@ fn backlog(key: &str, ttl_ms: i64) -> Planted {
     Planted {
         key: key.to_owned(),
         expect: Expectation::Backlog { ttl_ms },
+        shard: None,
+        table_partition: None,
     }
 }
 
@@ -30,6 +34,8 @@ fn survive(key: &str, why: &str) -> Planted {
         expect: Expectation::Survive {
             why: why.to_owned(),
         },
+        shard: None,
+        table_partition: None,
     }
 }
 

@@ -47,6 +47,13 @@ impl Aimd {
         }
     }
 
+    /// `n` successes at once (one request's answers).
+    pub fn on_successes(&mut self, n: usize) {
+        for _ in 0..n {
+            self.on_success();
+        }
+    }
+
     pub fn on_throttle(&mut self, now: Timestamp) {
         let cooled = self
             .last_decrease

@@ -3,14 +3,18 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// The primary key of one item: its partition key and, if the table has one, its sort key.
+///
+/// Shared, not copied: the daemon holds each key in its timer heap, its pending set and the
+/// request that deletes it, tens of thousands of times a second.
 #[derive(Clone, PartialEq)]
-pub struct ItemKey(pub(crate) Vec<(String, AttributeValue)>);
+pub struct ItemKey(pub(crate) Arc<[(String, AttributeValue)]>);
 
 impl ItemKey {
     pub fn new(attributes: Vec<(String, AttributeValue)>) -> Self {
-        ItemKey(attributes)
+        ItemKey(attributes.into())
     }
 
     pub fn attributes(&self) -> &[(String, AttributeValue)] {
@@ -44,7 +48,7 @@ impl Eq for ItemKey {}
 
 impl std::hash::Hash for ItemKey {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        for (name, value) in &self.0 {
+        for (name, value) in self.0.iter() {
             name.hash(state);
             match value {
                 AttributeValue::S(s) => (0u8, s.as_bytes()).hash(state),

@@ -251,19 +251,21 @@ impl<P: IndexPartition> ExpiryStore for DynamoStore<P> {
             out.consumed_capacity().and_then(|c| c.capacity_units()),
         );
         let mut items = Vec::with_capacity(out.items().len());
-        for raw in out.items() {
+        for mut raw in out.items.unwrap_or_default() {
             let expiry = match raw.get(&self.layout.ttl_attribute) {
                 Some(AttributeValue::N(n)) => Expiry::parse_number(n).ok(),
                 _ => None,
             };
+            // Moved out of the answer, not cloned: a busy daemon reads every item two or three
+            // times (the near window is read again at each poll).
             let key: Option<Vec<_>> = self
                 .key_names
                 .iter()
-                .map(|name| raw.get(name).map(|v| (name.clone(), v.clone())))
+                .map(|name| raw.remove(name).map(|v| (name.clone(), v)))
                 .collect();
             match (key, expiry) {
                 (Some(key), Some(expiry)) => items.push(DueItem {
-                    key: ItemKey(key),
+                    key: ItemKey::new(key),
                     expiry,
                 }),
                 _ => {

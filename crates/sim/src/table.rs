@@ -174,6 +174,11 @@ pub fn hash_key(value: &KeyValue) -> u64 {
     h ^ (h >> 33)
 }
 
+/// Which of `partitions` even slices of the hash space `hash` falls in.
+pub fn partition_among(hash: u64, partitions: usize) -> usize {
+    ((u128::from(hash) * partitions as u128) >> 64) as usize
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyDef {
     pub name: Name,
@@ -624,7 +629,7 @@ impl Table {
 
     /// The partition of the table a hash falls in: partitions split the hash space evenly.
     pub fn partition_of(&self, hash: u64) -> usize {
-        ((u128::from(hash) * self.partitions.len() as u128) >> 64) as usize
+        partition_among(hash, self.partitions.len())
     }
 
     fn key_value(

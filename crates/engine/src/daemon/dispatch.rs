@@ -48,6 +48,10 @@ pub(super) async fn run<S: ExpiryStore, C: Clock>(
         while let Some(done) = in_flight.try_join_next() {
             settle(&shared, done, &mut schedule);
         }
+        shared.due_waiting_ms.store(
+            schedule.due_waiting(now).as_millis() as u64,
+            Ordering::Relaxed,
+        );
         let limit = lock(&shared.aimd).limit();
         metrics::gauge!(m::CONCURRENCY_LIMIT).set(limit as f64);
         let slot_free = shared.active() < limit;
@@ -137,40 +141,41 @@ fn settle<S: ExpiryStore, C: Clock>(
     let resolved_at = Instant::now();
     // One line per request, not per key: a batch that failed as a whole fails 25 times alike.
     let mut failed: Option<(String, usize)> = None;
-    for (work, result, acked) in outcomes {
+    let mut answered = 0;
+    {
         let mut pending = lock(&shared.pending);
-        pending.resolve(&work.item.key, resolved_at);
+        for (work, result, _) in &outcomes {
+            pending.resolve(&work.item.key, resolved_at);
+            if let Err(e) = result
+                && e.class != ErrorClass::Fatal
+            {
+                pending.coverage[work.lane].failed(work.item.expiry);
+            }
+        }
+    }
+    for (work, result, acked) in outcomes {
         match result {
             Ok(DeleteOutcome::Deleted) => {
-                drop(pending);
+                answered += 1;
                 shared.counters.deleted();
                 shared
                     .counters
                     .lag(acked.millis_since(work.item.expiry.at()).max(0) as u64);
-                lock(&shared.aimd).on_success();
                 shared
                     .observer
                     .deleted(&work.item.key, work.item.expiry, acked);
             }
-            Ok(DeleteOutcome::NotDue) if work.answer_lost => {
-                drop(pending);
-                shared.counters.unconfirmed();
-                lock(&shared.aimd).on_success();
-                shared.observer.skipped(&work.item.key, work.item.expiry);
-            }
             Ok(DeleteOutcome::NotDue) => {
-                drop(pending);
-                shared.counters.skipped();
-                lock(&shared.aimd).on_success();
+                answered += 1;
+                if work.answer_lost {
+                    shared.counters.unconfirmed();
+                } else {
+                    shared.counters.skipped();
+                }
                 shared.observer.skipped(&work.item.key, work.item.expiry);
             }
-            Err(e) if e.class == ErrorClass::Fatal => {
-                drop(pending);
-                shared.fail(e);
-            }
+            Err(e) if e.class == ErrorClass::Fatal => shared.fail(e),
             Err(e) => {
-                pending.coverage[work.lane].failed(work.item.expiry);
-                drop(pending);
                 shared.counters.error();
                 match &mut failed {
                     Some((_, n)) => *n += 1,
@@ -178,6 +183,9 @@ fn settle<S: ExpiryStore, C: Clock>(
                 }
             }
         }
+    }
+    if answered > 0 {
+        lock(&shared.aimd).on_successes(answered);
     }
     if let Some((first, n)) = failed {
         tracing::warn!(

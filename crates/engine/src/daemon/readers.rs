@@ -117,13 +117,17 @@ pub(super) async fn head<S: ExpiryStore, C: Clock>(
         let horizon_end = now.saturating_add(config.horizon.max(near_ahead));
         let near_end = now.saturating_add(near_ahead);
         let from = now.saturating_sub(lookback);
-        let windows = match far_until {
+        let far = far_until.filter(|until| *until > near_end).map(|until| {
+            DueWindow::between(Timestamp::from_millis(until.as_millis() + 1), horizon_end)
+        });
+        // Behind, the recent time holds items already waiting; reading it again only costs.
+        // What a skipped re-read would have found (a late write) is found once caught up.
+        let skip_near = far.is_some() && shared.behind();
+        let windows = match far {
+            Some(far) if skip_near => vec![far],
+            Some(far) => vec![DueWindow::between(from, near_end), far],
             // Contiguous: one read does it all.
-            Some(until) if until > near_end => vec![
-                DueWindow::between(from, near_end),
-                DueWindow::between(Timestamp::from_millis(until.as_millis() + 1), horizon_end),
-            ],
-            _ => vec![DueWindow::between(from, horizon_end)],
+            None => vec![DueWindow::between(from, horizon_end)],
         };
         let mut ok = true;
         for window in windows {
@@ -140,13 +144,18 @@ pub(super) async fn head<S: ExpiryStore, C: Clock>(
         }
         if ok {
             far_until = Some(horizon_end);
-            lock(&shared.pending).coverage[lane].head_read(from, now);
+            if !skip_near {
+                lock(&shared.pending).coverage[lane].head_read(from, now);
+            }
             lock(&shared.handle.status).last_read_ok = Some(Instant::now());
         } else {
             far_until = None;
         }
     }
 }
+
+/// How often a backlog pass runs at least, however far behind the dispatcher is.
+const PASS_AT_LEAST_EVERY: Duration = Duration::from_secs(30);
 
 pub(super) async fn backlog<S: ExpiryStore, C: Clock>(
     shared: Arc<Shared<S, C>>,
@@ -180,6 +189,15 @@ pub(super) async fn backlog<S: ExpiryStore, C: Clock>(
         }
         if !shared.owns(lane) && !wait_until_owned(&shared, lane, &mut stop).await {
             return;
+        }
+        // Behind, a pass lists mostly items already waiting: wait until due items flow again,
+        // but not forever: a failed delete or a late write is found only by a pass.
+        let behind_since = Instant::now();
+        while shared.behind() && behind_since.elapsed() < PASS_AT_LEAST_EVERY {
+            tokio::select! {
+                _ = stopped(&mut stop) => return,
+                _ = tokio::time::sleep(config.poll_interval) => {}
+            }
         }
         let now = shared.clock.now();
         let bound = now.saturating_sub(lookback);

@@ -114,6 +114,13 @@ impl<K> Schedule<K> {
         }
     }
 
+    /// How long the oldest due item not yet sent has been due at `now` (zero when none waits).
+    pub fn due_waiting(&self, now: Timestamp) -> Duration {
+        self.ready.front().map_or(Duration::ZERO, |w| {
+            Duration::from_millis(now.millis_since(w.item.expiry.at()).max(0) as u64)
+        })
+    }
+
     /// Whether backlog items should be taken in now: nothing due is waiting, a request slot is
     /// free, the backlog's share of requests in flight has room, and less than a batch is queued.
     pub fn wants_backlog(&self, slot_free: bool) -> bool {
