@@ -7,6 +7,7 @@
 //! no sweeper can do better, and a report states our lag as a ratio to this.
 
 use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, VecDeque};
 
 /// What the store can do, as measured (DynamoDB Local) or configured (the simulator).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,7 +50,7 @@ pub struct Bound {
 
 /// An item the perfect sweeper deletes: when it expires, and the partitions its delete writes
 /// (`None`: unknown or no limit of their own), each a token bucket of [`PartitionLimit`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Expiring {
     pub ttl_ms: i64,
     /// The item's table partition and its index partition.
@@ -69,29 +70,27 @@ impl Expiring {
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
     tokens: f64,
-    at: f64,
+    at: i64,
 }
 
 impl Bucket {
-    fn full(depth: f64, at: f64) -> Self {
+    fn full(depth: f64, at: i64) -> Self {
         Bucket { tokens: depth, at }
     }
 
-    /// The earliest instant from `t` on at which a token is there.
-    fn ready_at(&self, t: f64, rate_per_ms: f64, depth: f64) -> f64 {
-        let tokens = (self.tokens + (t - self.at).max(0.0) * rate_per_ms).min(depth);
-        if tokens >= 1.0 {
-            t.max(self.at)
-        } else {
-            t.max(self.at) + (1.0 - tokens) / rate_per_ms
-        }
+    fn available(&self, t: i64, rate_per_ms: f64, depth: f64) -> f64 {
+        (self.tokens + (t - self.at).max(0) as f64 * rate_per_ms).min(depth)
     }
 
-    fn take(&mut self, t: f64, rate_per_ms: f64, depth: f64) {
-        self.tokens = (self.tokens + (t - self.at).max(0.0) * rate_per_ms).min(depth) - 1.0;
+    fn take(&mut self, t: i64, rate_per_ms: f64, depth: f64) {
+        self.tokens = self.available(t, rate_per_ms, depth) - 1.0;
         self.at = t.max(self.at);
     }
 }
+
+/// How many waiting items the perfect sweeper looks at per millisecond for one whose partitions
+/// have room; enough to find every partition's oldest item among thousands waiting.
+const LOOK_AT: usize = 1024;
 
 /// The perfect sweeper's lags (ms), one per TTL in `ttls_ms` (any order), on a store without
 /// partitions of its own.
@@ -100,55 +99,84 @@ pub fn perfect_lags(ttls_ms: &[i64], capacity: &StoreCapacity) -> Vec<f64> {
     perfect_lags_of(&items, capacity)
 }
 
-/// The perfect sweeper's lags (ms), one per item (any order): oldest first, each deleted at
-/// the first instant from its TTL on when the store-wide bucket and both of its partitions'
-/// buckets hold a token (all full at the start).
+/// The perfect sweeper's lags (ms), one per item, in the order it deletes them. Millisecond by
+/// millisecond it deletes due items oldest first while the store-wide bucket holds a token,
+/// passing over an item whose table or index partition has none (all buckets full at the
+/// start): partitions work in parallel, each at its own limit.
 pub fn perfect_lags_of(items: &[Expiring], capacity: &StoreCapacity) -> Vec<f64> {
     let mut items = items.to_vec();
-    items.sort_unstable();
+    // By TTL only: items due at one instant stay in their given order, mixed over partitions,
+    // so the first `LOOK_AT` waiting are a fair sample of them.
+    items.sort_by_key(|e| e.ttl_ms);
     let Some(first) = items.first() else {
         return Vec::new();
     };
-    let start = first.ttl_ms as f64;
+    let mut t = first.ttl_ms;
     let rate = capacity.per_second.max(1e-9) / 1000.0;
-    let depth = capacity.burst_items.max(1.0);
-    let mut table = Bucket::full(depth, start);
-    let (p_rate, p_depth) = capacity
-        .partition
-        .as_ref()
-        .map_or((f64::INFINITY, 1.0), |p| {
-            (p.per_second.max(1e-9) / 1000.0, p.burst_items.max(1.0))
-        });
-    let mut partitions: [std::collections::HashMap<u32, Bucket>; 2] = Default::default();
-    items
-        .iter()
-        .map(|item| {
-            let ttl = item.ttl_ms as f64;
-            let mut t = table.ready_at(ttl, rate, depth);
-            if capacity.partition.is_some() {
-                // A bucket that has a token at t still has it later (until it is taken): one
-                // pass finds the first instant all of them have one.
-                for (slot, id) in item.partitions.iter().enumerate() {
-                    if let Some(id) = id {
-                        let b = partitions[slot]
-                            .entry(*id)
-                            .or_insert_with(|| Bucket::full(p_depth, start));
-                        t = b.ready_at(t, p_rate, p_depth);
-                    }
+    // A bucket holds at least one step's worth: time moves in whole milliseconds.
+    let depth = capacity.burst_items.max(rate).max(1.0);
+    let mut table = Bucket::full(depth, t);
+    let (p_rate, p_depth) = capacity.partition.as_ref().map_or((0.0, 1.0), |p| {
+        let rate = p.per_second.max(1e-9) / 1000.0;
+        (rate, p.burst_items.max(rate).max(1.0))
+    });
+    let limited = capacity.partition.is_some();
+    let mut partitions: [HashMap<u32, Bucket>; 2] = Default::default();
+    let mut lags = Vec::with_capacity(items.len());
+    let mut waiting: VecDeque<Option<Expiring>> = VecDeque::new();
+    let mut live = 0usize;
+    let mut next = 0;
+    loop {
+        while next < items.len() && items[next].ttl_ms <= t {
+            waiting.push_back(Some(items[next]));
+            live += 1;
+            next += 1;
+        }
+        let mut looked = 0;
+        for slot in waiting.iter_mut() {
+            if table.available(t, rate, depth) < 1.0 || looked >= LOOK_AT {
+                break;
+            }
+            let Some(item) = *slot else { continue };
+            looked += 1;
+            if limited {
+                let has_room = item.partitions.iter().enumerate().all(|(i, id)| {
+                    id.is_none_or(|id| {
+                        partitions[i]
+                            .entry(id)
+                            .or_insert_with(|| Bucket::full(p_depth, first.ttl_ms))
+                            .available(t, p_rate, p_depth)
+                            >= 1.0
+                    })
+                });
+                if !has_room {
+                    continue;
                 }
-                t = table.ready_at(t, rate, depth);
-                for (slot, id) in item.partitions.iter().enumerate() {
-                    if let Some(id) = id
-                        && let Some(b) = partitions[slot].get_mut(id)
-                    {
+                for (i, id) in item.partitions.iter().enumerate() {
+                    if let Some(b) = id.and_then(|id| partitions[i].get_mut(&id)) {
                         b.take(t, p_rate, p_depth);
                     }
                 }
             }
             table.take(t, rate, depth);
-            t - ttl + capacity.floor_ms
-        })
-        .collect()
+            lags.push((t - item.ttl_ms) as f64 + capacity.floor_ms);
+            *slot = None;
+            live -= 1;
+        }
+        while matches!(waiting.front(), Some(None)) {
+            waiting.pop_front();
+        }
+        if waiting.len() > 2 * live + LOOK_AT {
+            waiting.retain(Option::is_some);
+        }
+        if live > 0 {
+            t += 1;
+        } else if next < items.len() {
+            t = items[next].ttl_ms;
+        } else {
+            return lags;
+        }
+    }
 }
 
 /// The bound over `items`, with our own p99 and max for the ratios.

@@ -162,3 +162,22 @@ fn a_store_without_batches_gets_one_item_per_request_and_no_linger() {
     assert_eq!(sent(s.next(at(0), mono, true)).0, vec![1]);
     assert_eq!(sent(s.next(at(0), mono, true)).0, vec![2]);
 }
+
+#[test]
+fn due_waiting_is_how_long_the_oldest_unsent_due_item_has_waited() {
+    let mut s = Schedule::new(&config(), 25);
+    let mono = Instant::now();
+    assert_eq!(s.due_waiting(at(0)), Duration::ZERO);
+    s.schedule(work(1, 100));
+    s.schedule(work(2, 150));
+    s.promote_due(at(90), mono);
+    assert_eq!(s.due_waiting(at(90)), Duration::ZERO, "nothing due yet");
+    s.promote_due(at(400), mono);
+    assert_eq!(s.due_waiting(at(400)), Duration::from_millis(300));
+    // No free slot: still waiting, and longer.
+    assert!(matches!(s.next(at(500), mono, false), Next::Idle { .. }));
+    assert_eq!(s.due_waiting(at(500)), Duration::from_millis(400));
+    let after_linger = mono + Duration::from_millis(10);
+    assert_eq!(sent(s.next(at(500), after_linger, true)).0, vec![1, 2]);
+    assert_eq!(s.due_waiting(at(500)), Duration::ZERO, "all sent");
+}
