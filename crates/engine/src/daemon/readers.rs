@@ -117,17 +117,27 @@ pub(super) async fn head<S: ExpiryStore, C: Clock>(
         let horizon_end = now.saturating_add(config.horizon.max(near_ahead));
         let near_end = now.saturating_add(near_ahead);
         let from = now.saturating_sub(lookback);
-        let far = far_until.filter(|until| *until > near_end).map(|until| {
-            DueWindow::between(Timestamp::from_millis(until.as_millis() + 1), horizon_end)
-        });
+        let after = |until: Timestamp| Timestamp::from_millis(until.as_millis() + 1);
         // Behind, the recent time holds items already waiting; reading it again only costs.
         // What a skipped re-read would have found (a late write) is found once caught up.
-        let skip_near = far.is_some() && shared.behind();
-        let windows = match far {
-            Some(far) if skip_near => vec![far],
-            Some(far) => vec![DueWindow::between(from, near_end), far],
+        let skip_near = far_until.is_some_and(|until| until > near_end) && shared.behind();
+        let (from, windows) = match far_until {
+            Some(until) if until > near_end => {
+                let far = DueWindow::between(after(until), horizon_end);
+                if skip_near {
+                    (from, vec![far])
+                } else {
+                    (from, vec![DueWindow::between(from, near_end), far])
+                }
+            }
+            // This reader's last read ended before the near future (it waited long for room in
+            // the dispatcher's queue): go on from there, so no time is left unread.
+            Some(until) => {
+                let from = from.min(after(until));
+                (from, vec![DueWindow::between(from, horizon_end)])
+            }
             // Contiguous: one read does it all.
-            None => vec![DueWindow::between(from, horizon_end)],
+            None => (from, vec![DueWindow::between(from, horizon_end)]),
         };
         let mut ok = true;
         for window in windows {
