@@ -113,13 +113,14 @@ pub fn perfect_lags_of(items: &[Expiring], capacity: &StoreCapacity) -> Vec<f64>
     };
     let mut t = first.ttl_ms;
     let rate = capacity.per_second.max(1e-9) / 1000.0;
-    // A bucket holds at least one step's worth: time moves in whole milliseconds.
-    let depth = capacity.burst_items.max(rate).max(1.0);
-    let mut table = Bucket::full(depth, t);
-    let (p_rate, p_depth) = capacity.partition.as_ref().map_or((0.0, 1.0), |p| {
-        let rate = p.per_second.max(1e-9) / 1000.0;
-        (rate, p.burst_items.max(rate).max(1.0))
+    // Time moves in whole milliseconds: a bucket holds one step's refill on top of its burst (or
+    // of one token), or a store slower than one delete a millisecond would lose the fractions.
+    let depth = capacity.burst_items.max(1.0) + rate;
+    let mut table = Bucket::full(capacity.burst_items.max(1.0), t);
+    let (p_rate, p_burst) = capacity.partition.as_ref().map_or((0.0, 1.0), |p| {
+        (p.per_second.max(1e-9) / 1000.0, p.burst_items.max(1.0))
     });
+    let p_depth = p_burst + p_rate;
     let limited = capacity.partition.is_some();
     let mut partitions: [HashMap<u32, Bucket>; 2] = Default::default();
     let mut lags = Vec::with_capacity(items.len());
@@ -144,7 +145,7 @@ pub fn perfect_lags_of(items: &[Expiring], capacity: &StoreCapacity) -> Vec<f64>
                     id.is_none_or(|id| {
                         partitions[i]
                             .entry(id)
-                            .or_insert_with(|| Bucket::full(p_depth, first.ttl_ms))
+                            .or_insert_with(|| Bucket::full(p_burst, first.ttl_ms))
                             .available(t, p_rate, p_depth)
                             >= 1.0
                     })
@@ -306,6 +307,17 @@ mod tests {
             })
             .collect();
         assert!(bound(&spread, &limited, 0, 0).max_ms < 2.0);
+    }
+
+    #[test]
+    fn a_store_slower_than_one_delete_a_millisecond_keeps_its_rate() {
+        // 600 items due at each of 5 seconds on a 647/s store: each second's burst drains in
+        // 0.93 s, no queue carries over.
+        let ttls: Vec<i64> = (0..5)
+            .flat_map(|s| std::iter::repeat_n(s * 1000, 600))
+            .collect();
+        let b = bound(&at(&ttls), &capacity(647.0, 0.0), 0, 0);
+        assert!((b.max_ms - 926.0).abs() < 3.0, "{b:?}");
     }
 
     #[test]
