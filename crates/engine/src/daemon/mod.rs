@@ -11,6 +11,10 @@
 //!   oldest first, into a bounded queue: downtime, bursts, failed deletes and late index entries
 //!   are caught up at full speed with memory bounded whatever the backlog size.
 //!
+//! While due items wait longer than `BEHIND` (250 ms) for a request, both readers read only time not
+//! read yet: re-reading recent time would list items already waiting and take the CPU the
+//! deletes need.
+//!
 //! The dispatcher always serves items that are due on time before backlog items, so a backlog
 //! never starves fresh expirations, and caps requests in flight with AIMD (halved on throttling,
 //! grown back additively) and optionally a token bucket.
