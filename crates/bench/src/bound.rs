@@ -66,24 +66,40 @@ impl Expiring {
     }
 }
 
-/// A token bucket whose state is known at `at` (ms).
+/// A token bucket whose state is known at `at` (ms). Time moves in whole milliseconds, so it
+/// holds one step's refill on top of its burst: a store slower than one delete a millisecond
+/// would otherwise lose the fractions.
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
+    rate_per_ms: f64,
+    depth: f64,
     tokens: f64,
     at: i64,
 }
 
 impl Bucket {
-    fn full(depth: f64, at: i64) -> Self {
-        Bucket { tokens: depth, at }
+    /// Full (its burst, or one token) at `at`.
+    fn full(per_second: f64, burst_items: f64, at: i64) -> Self {
+        let rate_per_ms = per_second.max(1e-9) / 1000.0;
+        let burst = burst_items.max(1.0);
+        Bucket {
+            rate_per_ms,
+            depth: burst + rate_per_ms,
+            tokens: burst,
+            at,
+        }
     }
 
-    fn available(&self, t: i64, rate_per_ms: f64, depth: f64) -> f64 {
-        (self.tokens + (t - self.at).max(0) as f64 * rate_per_ms).min(depth)
+    fn has_token(&self, t: i64) -> bool {
+        self.available(t) >= 1.0
     }
 
-    fn take(&mut self, t: i64, rate_per_ms: f64, depth: f64) {
-        self.tokens = self.available(t, rate_per_ms, depth) - 1.0;
+    fn available(&self, t: i64) -> f64 {
+        (self.tokens + (t - self.at).max(0) as f64 * self.rate_per_ms).min(self.depth)
+    }
+
+    fn take(&mut self, t: i64) {
+        self.tokens = self.available(t) - 1.0;
         self.at = t.max(self.at);
     }
 }
@@ -91,13 +107,6 @@ impl Bucket {
 /// How many waiting items the perfect sweeper looks at per millisecond for one whose partitions
 /// have room; enough to find every partition's oldest item among thousands waiting.
 const LOOK_AT: usize = 1024;
-
-/// The perfect sweeper's lags (ms), one per TTL in `ttls_ms` (any order), on a store without
-/// partitions of its own.
-pub fn perfect_lags(ttls_ms: &[i64], capacity: &StoreCapacity) -> Vec<f64> {
-    let items: Vec<Expiring> = ttls_ms.iter().map(|t| Expiring::at(*t)).collect();
-    perfect_lags_of(&items, capacity)
-}
 
 /// The perfect sweeper's lags (ms), one per item, in the order it deletes them. Millisecond by
 /// millisecond it deletes due items oldest first while the store-wide bucket holds a token,
@@ -112,16 +121,10 @@ pub fn perfect_lags_of(items: &[Expiring], capacity: &StoreCapacity) -> Vec<f64>
         return Vec::new();
     };
     let mut t = first.ttl_ms;
-    let rate = capacity.per_second.max(1e-9) / 1000.0;
-    // Time moves in whole milliseconds: a bucket holds one step's refill on top of its burst (or
-    // of one token), or a store slower than one delete a millisecond would lose the fractions.
-    let depth = capacity.burst_items.max(1.0) + rate;
-    let mut table = Bucket::full(capacity.burst_items.max(1.0), t);
-    let (p_rate, p_burst) = capacity.partition.as_ref().map_or((0.0, 1.0), |p| {
-        (p.per_second.max(1e-9) / 1000.0, p.burst_items.max(1.0))
-    });
-    let p_depth = p_burst + p_rate;
-    let limited = capacity.partition.is_some();
+    let mut table = Bucket::full(capacity.per_second, capacity.burst_items, t);
+    let start = t;
+    let partition =
+        |limit: &PartitionLimit| Bucket::full(limit.per_second, limit.burst_items, start);
     let mut partitions: [HashMap<u32, Bucket>; 2] = Default::default();
     let mut lags = Vec::with_capacity(items.len());
     let mut waiting: VecDeque<Option<Expiring>> = VecDeque::new();
@@ -135,19 +138,18 @@ pub fn perfect_lags_of(items: &[Expiring], capacity: &StoreCapacity) -> Vec<f64>
         }
         let mut looked = 0;
         for slot in waiting.iter_mut() {
-            if table.available(t, rate, depth) < 1.0 || looked >= LOOK_AT {
+            if !table.has_token(t) || looked >= LOOK_AT {
                 break;
             }
             let Some(item) = *slot else { continue };
             looked += 1;
-            if limited {
+            if let Some(limit) = &capacity.partition {
                 let has_room = item.partitions.iter().enumerate().all(|(i, id)| {
                     id.is_none_or(|id| {
                         partitions[i]
                             .entry(id)
-                            .or_insert_with(|| Bucket::full(p_burst, first.ttl_ms))
-                            .available(t, p_rate, p_depth)
-                            >= 1.0
+                            .or_insert_with(|| partition(limit))
+                            .has_token(t)
                     })
                 });
                 if !has_room {
@@ -155,11 +157,11 @@ pub fn perfect_lags_of(items: &[Expiring], capacity: &StoreCapacity) -> Vec<f64>
                 }
                 for (i, id) in item.partitions.iter().enumerate() {
                     if let Some(b) = id.and_then(|id| partitions[i].get_mut(&id)) {
-                        b.take(t, p_rate, p_depth);
+                        b.take(t);
                     }
                 }
             }
-            table.take(t, rate, depth);
+            table.take(t);
             lags.push((t - item.ttl_ms) as f64 + capacity.floor_ms);
             *slot = None;
             live -= 1;
@@ -252,7 +254,7 @@ mod tests {
     #[test]
     fn burst_credit_absorbs_a_burst_up_to_its_size() {
         let ttls = vec![0; 1500];
-        let lags = perfect_lags(&ttls, &capacity(1000.0, 1000.0));
+        let lags = perfect_lags_of(&at(&ttls), &capacity(1000.0, 1000.0));
         assert_eq!(lags.iter().filter(|&&l| l == 0.0).count(), 1000);
         assert!((lags[1499] - 500.0).abs() < 1.5, "{}", lags[1499]);
     }

@@ -17,8 +17,6 @@ pub use analyze::{
     BacklogStats, Counts, HistBucket, LEFT_BEHIND_LISTED, LagPoint, LagStats, LeftBehind, Ramp,
     Report, RunInfo, SecondStats, Throughput, WrongDeletion, WrongKind, analyze,
 };
-pub use bound::{
-    Bound, Expiring, PartitionLimit, StoreCapacity, bound, perfect_lags, perfect_lags_of,
-};
+pub use bound::{Bound, Expiring, PartitionLimit, StoreCapacity, bound, perfect_lags_of};
 pub use input::{Expectation, Inputs, Planted, Removal};
 pub use plot::{PlotError, write_plot};
