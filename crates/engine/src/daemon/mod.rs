@@ -80,6 +80,8 @@ struct Work<K> {
     /// An attempt failed in a way that may have deleted the item anyway (its answer was lost):
     /// a retry that finds the item gone cannot say who deleted it.
     answer_lost: bool,
+    /// Requests this item was in that failed retryably.
+    failed_attempts: u32,
 }
 
 /// How long a resolved key is remembered. A read that started before the key was resolved may
@@ -234,6 +236,7 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
                     lane,
                     item,
                     answer_lost: false,
+                    failed_attempts: 0,
                 })
                 .await
                 {

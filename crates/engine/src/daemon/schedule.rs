@@ -2,7 +2,8 @@
 //! delete request, and when. Items read ahead wait in a timer queue until their expiry instant;
 //! due items go before backlog items; a short run of due items may linger to share a request;
 //! backlog items in flight are capped (every one queued at the store delays an item expiring
-//! now); an optional token bucket caps the rate.
+//! now); items whose request failed retryably wait out their backoff here and go again, oldest
+//! first, in a request with other items; an optional token bucket caps the rate.
 
 use super::Work;
 use super::config::DaemonConfig;
@@ -35,6 +36,10 @@ pub(super) struct Schedule<K> {
     /// 40 000 items/s a binary heap's sifting showed in profiles.
     timers: BTreeMap<Expiry, Vec<Work<K>>>,
     scheduled: usize,
+    /// Items to send again once their backoff ends, by that instant; `true`: a backlog item.
+    /// They wait here, not in a task of their own, so a throttled item rejoins a full request
+    /// instead of going alone, and its request's share of the backlog cap is freed at once.
+    retries: BTreeMap<Instant, Vec<(bool, Work<K>)>>,
     ready: VecDeque<Work<K>>,
     backlog: VecDeque<Work<K>>,
     bucket: Option<TokenBucket>,
@@ -59,6 +64,7 @@ impl<K> Schedule<K> {
         Schedule {
             timers: BTreeMap::new(),
             scheduled: 0,
+            retries: BTreeMap::new(),
             ready: VecDeque::new(),
             backlog: VecDeque::new(),
             bucket: config
@@ -95,8 +101,31 @@ impl<K> Schedule<K> {
         self.backlog.push_back(work);
     }
 
-    /// Moves every item whose expiry has come (by `now`, the wall clock) to the ready queue.
+    /// An item to send again at `at`, after its request failed retryably.
+    pub fn retry(&mut self, work: Work<K>, from_backlog: bool, at: Instant) {
+        self.retries
+            .entry(at)
+            .or_default()
+            .push((from_backlog, work));
+    }
+
+    /// Moves every item whose expiry has come (by `now`, the wall clock) to the ready queue, and
+    /// every retry whose backoff has ended (by `mono`) to the front of its queue: it is older
+    /// than what waits there.
     pub fn promote_due(&mut self, now: Timestamp, mono: Instant) {
+        let mut again = Vec::new();
+        while let Some(entry) = self.retries.first_entry()
+            && *entry.key() <= mono
+        {
+            again.extend(entry.remove());
+        }
+        for (from_backlog, work) in again.into_iter().rev() {
+            if from_backlog {
+                self.backlog.push_front(work);
+            } else {
+                self.ready.push_front(work);
+            }
+        }
         while let Some(entry) = self.timers.first_entry()
             && entry.key().at() <= now
         {
@@ -175,7 +204,8 @@ impl<K> Schedule<K> {
         let next_expiry = self.timers.first_key_value().map(|(e, _)| e.at());
         let mut wake_in =
             next_expiry.map(|t| Duration::from_millis(t.millis_since(now).max(0) as u64));
-        if let Some(until) = lingering {
+        let retry_at = self.retries.first_key_value().map(|(at, _)| *at);
+        for until in [lingering, retry_at].into_iter().flatten() {
             let d = until.saturating_duration_since(mono);
             wake_in = Some(wake_in.map_or(d, |w| w.min(d)));
         }

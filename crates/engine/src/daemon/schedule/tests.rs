@@ -17,6 +17,7 @@ fn work(key: u32, expires_ms: i64) -> Work<u32> {
             expiry: Expiry::at_instant(at(expires_ms)),
         },
         answer_lost: false,
+        failed_attempts: 0,
     }
 }
 
@@ -180,4 +181,38 @@ fn due_waiting_is_how_long_the_oldest_unsent_due_item_has_waited() {
     let after_linger = mono + Duration::from_millis(10);
     assert_eq!(sent(s.next(at(500), after_linger, true)).0, vec![1, 2]);
     assert_eq!(s.due_waiting(at(500)), Duration::ZERO, "all sent");
+}
+
+#[test]
+fn a_retry_waits_out_its_backoff_then_goes_first_in_a_request_with_other_items() {
+    let mut s = Schedule::new(&config(), 25);
+    let mono = Instant::now();
+    s.retry(work(1, -50), false, mono + Duration::from_millis(20));
+    s.retry(work(1000, -60_000), true, mono + Duration::from_millis(20));
+    for k in 2..26 {
+        s.schedule(work(k, 0));
+    }
+    s.promote_due(at(0), mono);
+    // 24 items due: they linger for a 25th; the retry's backoff bounds the wait.
+    match s.next(at(0), mono, true) {
+        Next::Idle { wake_in, .. } => assert_eq!(wake_in, Some(Duration::from_millis(5))),
+        other => panic!("{other:?}"),
+    }
+    let (batch, _) = sent(s.next(at(5), mono + Duration::from_millis(5), true));
+    assert_eq!(batch.len(), 24, "the retry is still backing off");
+    match s.next(at(5), mono + Duration::from_millis(5), true) {
+        Next::Idle { wake_in, .. } => assert_eq!(wake_in, Some(Duration::from_millis(15))),
+        other => panic!("{other:?}"),
+    }
+    s.schedule(work(26, 20));
+    let later = mono + Duration::from_millis(20);
+    s.promote_due(at(20), later);
+    let (batch, backlog) = sent(s.next(at(25), later + Duration::from_millis(5), true));
+    assert_eq!((batch, backlog), (vec![1, 26], false), "oldest first");
+    let (batch, backlog) = sent(s.next(at(25), later + Duration::from_millis(5), true));
+    assert_eq!(
+        (batch, backlog),
+        (vec![1000], true),
+        "a backlog retry rejoins the backlog"
+    );
 }
