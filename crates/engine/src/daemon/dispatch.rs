@@ -244,12 +244,16 @@ async fn delete_batch<S: ExpiryStore, C: Clock>(
     let mut lost = false;
     for (mut work, result) in batch.into_iter().zip(results) {
         match result {
+            // A throttle is the store saying "later", never that the item is lost: it is retried
+            // until deleted (AIMD keeps the load down). Giving up sends it to the backlog reader,
+            // whose next pass may be 30 s away (seen: 24 s lags at 40 000 deletes/s).
             Err(e)
-                if e.class.is_retryable()
-                    && shared
-                        .config
-                        .backoff
-                        .may_retry_after(work.failed_attempts + 1) =>
+                if e.class == ErrorClass::Throttled
+                    || (e.class.is_retryable()
+                        && shared
+                            .config
+                            .backoff
+                            .may_retry_after(work.failed_attempts + 1)) =>
             {
                 throttled |= e.class == ErrorClass::Throttled;
                 // A throttled call was refused; any other retryable failure may have been
