@@ -6,11 +6,14 @@
 use crate::time::Timestamp;
 use std::time::Duration;
 
-/// Additive-increase, multiplicative-decrease limit on deletes in flight.
+/// Additive-increase, multiplicative-decrease limit on requests in flight.
 ///
-/// Each throttle halves the limit, at most once per `cooldown` (one burst of throttles from
-/// requests already in flight is one signal, not many). Every `limit` successes without a
-/// throttle raise it by one, so recovery takes a few round trips per step, as in TCP.
+/// A throttled request shrinks the limit by half the share of its items the store refused (a
+/// request refused whole halves it, as in TCP; one refused item of 25 takes 2 %), at most once
+/// per `cooldown` (one burst of throttles from requests already in flight is one signal, not
+/// many). A few refused items among many say a partition is hot, not that the table is full:
+/// the rest went through, and retrying the few is the answer. Every `limit` requests answered
+/// without a throttle raise the limit by one, so recovery takes a round trip per step.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Aimd {
     min: usize,
@@ -47,19 +50,16 @@ impl Aimd {
         }
     }
 
-    /// `n` successes at once (one request's answers).
-    pub fn on_successes(&mut self, n: usize) {
-        for _ in 0..n {
-            self.on_success();
-        }
-    }
-
-    pub fn on_throttle(&mut self, now: Timestamp) {
+    /// A request was throttled; `refused`: the share of its items the store refused, in
+    /// `(0, 1]`.
+    pub fn on_throttle(&mut self, now: Timestamp, refused: f64) {
         let cooled = self
             .last_decrease
             .is_none_or(|t| now.millis_since(t) >= self.cooldown.as_millis() as i64);
         if cooled {
-            self.limit = (self.limit / 2).max(self.min);
+            let kept = 1.0 - refused.clamp(0.0, 1.0) / 2.0;
+            // `floor`: any refused share takes at least one off.
+            self.limit = ((self.limit as f64 * kept).floor() as usize).max(self.min);
             self.successes = 0;
             self.last_decrease = Some(now);
         }
@@ -116,25 +116,38 @@ mod tests {
     fn aimd_halves_on_throttle_once_per_cooldown_and_recovers_additively() {
         let mut a = Aimd::new(2, 32, 64, Duration::from_millis(100));
         let t = Timestamp::from_secs(1000);
-        a.on_throttle(t);
+        a.on_throttle(t, 1.0);
         assert_eq!(a.limit(), 16);
-        a.on_throttle(t.saturating_add(Duration::from_millis(50)));
+        a.on_throttle(t.saturating_add(Duration::from_millis(50)), 1.0);
         assert_eq!(a.limit(), 16, "same burst of throttles");
-        a.on_throttle(t.saturating_add(Duration::from_millis(150)));
+        a.on_throttle(t.saturating_add(Duration::from_millis(150)), 1.0);
         assert_eq!(a.limit(), 8);
         for _ in 0..8 {
             a.on_success();
         }
         assert_eq!(a.limit(), 9);
         for _ in 0..10 {
-            a.on_throttle(t.saturating_add(Duration::from_secs(10 + 1)));
-            a.on_throttle(t.saturating_add(Duration::from_secs(20)));
+            a.on_throttle(t.saturating_add(Duration::from_secs(10 + 1)), 1.0);
+            a.on_throttle(t.saturating_add(Duration::from_secs(20)), 1.0);
         }
         assert_eq!(a.limit(), 2, "never below min");
         for _ in 0..10_000 {
             a.on_success();
         }
         assert_eq!(a.limit(), 64, "never above max");
+    }
+
+    #[test]
+    fn a_request_refused_in_part_shrinks_the_limit_by_half_that_share() {
+        let mut a = Aimd::new(2, 40, 64, Duration::from_millis(100));
+        let t = Timestamp::from_secs(1000);
+        // One item of 25 refused: a hot partition, 2 % off (and at least one).
+        a.on_throttle(t, 1.0 / 25.0);
+        assert_eq!(a.limit(), 39);
+        a.on_throttle(t.saturating_add(Duration::from_millis(100)), 0.5);
+        assert_eq!(a.limit(), 29);
+        a.on_throttle(t.saturating_add(Duration::from_millis(200)), 1.0);
+        assert_eq!(a.limit(), 14);
     }
 
     #[test]

@@ -165,7 +165,7 @@ fn settle<S: ExpiryStore, C: Clock>(
     }
     // One line per request, not per key: a batch that failed as a whole fails 25 times alike.
     let mut failed: Option<(String, usize)> = None;
-    let mut answered = 0;
+    let mut answered = false;
     {
         let mut pending = lock(&shared.pending);
         for (work, result, _) in &outcomes {
@@ -180,7 +180,7 @@ fn settle<S: ExpiryStore, C: Clock>(
     for (work, result, acked) in outcomes {
         match result {
             Ok(DeleteOutcome::Deleted) => {
-                answered += 1;
+                answered = true;
                 shared.counters.deleted();
                 shared
                     .counters
@@ -190,7 +190,7 @@ fn settle<S: ExpiryStore, C: Clock>(
                     .deleted(&work.item.key, work.item.expiry, acked);
             }
             Ok(DeleteOutcome::NotDue) => {
-                answered += 1;
+                answered = true;
                 if work.answer_lost {
                     shared.counters.unconfirmed();
                 } else {
@@ -208,8 +208,8 @@ fn settle<S: ExpiryStore, C: Clock>(
             }
         }
     }
-    if answered > 0 {
-        lock(&shared.aimd).on_successes(answered);
+    if answered {
+        lock(&shared.aimd).on_success();
     }
     if let Some((first, n)) = failed {
         tracing::warn!(
@@ -240,7 +240,8 @@ async fn delete_batch<S: ExpiryStore, C: Clock>(
     let acked = shared.clock.now();
     let mut done = Vec::with_capacity(batch.len());
     let mut retry = Vec::new();
-    let mut throttled = false;
+    let items = batch.len();
+    let mut throttled = 0;
     let mut lost = false;
     for (mut work, result) in batch.into_iter().zip(results) {
         match result {
@@ -255,7 +256,7 @@ async fn delete_batch<S: ExpiryStore, C: Clock>(
                             .backoff
                             .may_retry_after(work.failed_attempts + 1)) =>
             {
-                throttled |= e.class == ErrorClass::Throttled;
+                throttled += usize::from(e.class == ErrorClass::Throttled);
                 // A throttled call was refused; any other retryable failure may have been
                 // applied before its answer was lost.
                 lost |= e.class != ErrorClass::Throttled;
@@ -266,8 +267,8 @@ async fn delete_batch<S: ExpiryStore, C: Clock>(
             other => done.push((work, other, acked)),
         }
     }
-    if throttled {
-        shared.throttled();
+    if throttled > 0 {
+        shared.throttled(throttled as f64 / items as f64);
     }
     if lost {
         // A timeout or a 5xx says the store is saturated as surely as a throttle does, and

@@ -150,15 +150,16 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
         let _ = self.stop.send(true);
     }
 
-    fn throttled(&self) {
+    /// A request was throttled; `refused`: the share of its items the store refused.
+    fn throttled(&self, refused: f64) {
         self.counters.throttled();
         self.observer.throttled();
-        self.congested();
+        lock(&self.aimd).on_throttle(self.clock.now(), refused);
     }
 
     /// The store is saturated: fewer deletes in flight.
     fn congested(&self) {
-        lock(&self.aimd).on_throttle(self.clock.now());
+        lock(&self.aimd).on_throttle(self.clock.now(), 1.0);
     }
 
     /// Reads one window of a lane completely (every partition it spans), handing each new
@@ -203,7 +204,7 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
             let read_at = Instant::now();
             let page = crate::retry::with_backoff(
                 &self.config.backoff,
-                || self.throttled(),
+                || self.throttled(1.0),
                 || {
                     self.counters.query(reader);
                     self.store
