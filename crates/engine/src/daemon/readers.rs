@@ -164,6 +164,9 @@ pub(super) async fn head<S: ExpiryStore, C: Clock>(
     }
 }
 
+/// Backlog items a lane's reader may hand over at once after a pause, in its pace's gaps.
+const PACE_BURST: u32 = 5;
+
 /// How often a backlog pass runs at least, however far behind the dispatcher is.
 const PASS_AT_LEAST_EVERY: Duration = Duration::from_secs(30);
 
@@ -213,10 +216,19 @@ pub(super) async fn backlog<S: ExpiryStore, C: Clock>(
         let bound = now.saturating_sub(lookback);
         let window = DueWindow::between(now.saturating_sub(NATIVE_TTL_MAX_AGE), bound);
         generation = lock(&shared.pending).coverage[lane].error_generation;
+        // Items go out evenly spaced, at most `backlog_per_lane_per_second`, a few at once.
+        let gap = Duration::from_secs_f64(1.0 / config.backlog_per_lane_per_second.max(1.0));
+        let mut slot = Instant::now();
         let read = shared
             .read_window(lane, window, "backlog", |w| {
                 let backlog = backlog.clone();
-                async move { backlog.send(w).await.is_ok() }
+                let now = Instant::now();
+                slot = slot.max(now.checked_sub(gap * PACE_BURST).unwrap_or(now)) + gap;
+                let at = slot;
+                async move {
+                    tokio::time::sleep_until(at).await;
+                    backlog.send(w).await.is_ok()
+                }
             })
             .await;
         pause = match read {
