@@ -8,6 +8,9 @@ use precise_ttl_engine::{DaemonHandle, Health};
 use std::net::SocketAddr;
 use std::time::Duration;
 
+/// How often histogram samples are folded into their buckets.
+const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
 /// Installs the Prometheus recorder for this process. Call once, before the daemon starts.
 pub fn install_recorder() -> anyhow::Result<PrometheusHandle> {
     let handle = PrometheusBuilder::new()
@@ -31,6 +34,18 @@ pub async fn serve(
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {addr} for metrics: {e}"))?;
     let bound = listener.local_addr()?;
+    // The recorder keeps every histogram sample until upkeep folds it into buckets; a `/metrics`
+    // nobody scrapes would otherwise grow by 8 bytes per delete (seen: 80 MB over a 5-million-item
+    // catch-up on the simulated table).
+    let upkeep = prometheus.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(UPKEEP_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
     let app = Router::new()
         .route(
             "/metrics",
