@@ -12,8 +12,11 @@ use std::time::Duration;
 /// request refused whole halves it, as in TCP; one refused item of 25 takes 2 %), at most once
 /// per `cooldown` (one burst of throttles from requests already in flight is one signal, not
 /// many). A few refused items among many say a partition is hot, not that the table is full:
-/// the rest went through, and retrying the few is the answer. Every `limit` requests answered
-/// without a throttle raise the limit by one, so recovery takes a round trip per step.
+/// the rest went through, and retrying the few is the answer. Every `limit` items answered
+/// without a throttle raise the limit by one: a request carries up to 25 items, so the limit
+/// regains in a round trip what a cut took. Counted per request instead (one step a round
+/// trip), the limit stayed far below what 40 000 deletes/s need on the simulated table with
+/// headroom: 35 500 deletions/s and a 4.8 s p99, against 39 800/s and 0.3 s per item.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Aimd {
     min: usize,
@@ -47,6 +50,13 @@ impl Aimd {
         if self.successes >= self.limit {
             self.successes = 0;
             self.limit = (self.limit + 1).min(self.max);
+        }
+    }
+
+    /// `n` items answered at once (one request's).
+    pub fn on_successes(&mut self, n: usize) {
+        for _ in 0..n {
+            self.on_success();
         }
     }
 

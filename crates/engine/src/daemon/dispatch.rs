@@ -165,7 +165,7 @@ fn settle<S: ExpiryStore, C: Clock>(
     }
     // One line per request, not per key: a batch that failed as a whole fails 25 times alike.
     let mut failed: Option<(String, usize)> = None;
-    let mut answered = false;
+    let mut answered = 0;
     {
         let mut pending = lock(&shared.pending);
         for (work, result, _) in &outcomes {
@@ -180,7 +180,7 @@ fn settle<S: ExpiryStore, C: Clock>(
     for (work, result, acked) in outcomes {
         match result {
             Ok(DeleteOutcome::Deleted) => {
-                answered = true;
+                answered += 1;
                 shared.counters.deleted();
                 shared
                     .counters
@@ -190,7 +190,7 @@ fn settle<S: ExpiryStore, C: Clock>(
                     .deleted(&work.item.key, work.item.expiry, acked);
             }
             Ok(DeleteOutcome::NotDue) => {
-                answered = true;
+                answered += 1;
                 if work.answer_lost {
                     shared.counters.unconfirmed();
                 } else {
@@ -208,8 +208,8 @@ fn settle<S: ExpiryStore, C: Clock>(
             }
         }
     }
-    if answered {
-        lock(&shared.aimd).on_success();
+    if answered > 0 {
+        lock(&shared.aimd).on_successes(answered);
     }
     if let Some((first, n)) = failed {
         tracing::warn!(
