@@ -1,6 +1,7 @@
 //! The dispatcher: holds read-ahead items until their expiry instant, serves on-time items
 //! before backlog items, forms batches (with a short linger), caps requests in flight (AIMD, a
-//! backlog share, an optional token bucket), and settles each delete's outcome.
+//! backlog share, an optional token bucket), settles each delete's outcome, and sends items
+//! whose delete failed retryably again after their backoff.
 
 use super::schedule::{Next, Schedule};
 use super::{Shared, Work, lock, stopped};

@@ -1,6 +1,7 @@
 //! The readers that feed the dispatcher: per lane a head reader (read-ahead over the near
-//! future) and a backlog reader (everything older, oldest first), plus the periodic sweep of
-//! stray partitions (shard values outside `0..shards`).
+//! future) and a backlog reader (everything older, oldest first, paced to what one index
+//! partition takes), plus the periodic sweep of stray partitions (shard values outside
+//! `0..shards`).
 
 use super::{NEAR_MARGIN, Shared, Work, lock, stopped};
 use crate::clock::Clock;
