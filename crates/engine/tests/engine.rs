@@ -455,6 +455,41 @@ mod daemon {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_lanes_backlog_is_handed_over_at_its_pace_not_a_page_at_once() {
+        let store = Arc::new(MemoryStore::new());
+        for i in 0..2000u16 {
+            store.put(format!("k{i}"), num(at(-60_000 - i64::from(i)), i % 2));
+        }
+        let mut config = config();
+        config.backlog_per_lane_per_second = 200.0;
+        let report = Daemon::new(Arc::clone(&store), clock(), shards(2), config)
+            .run(tokio::time::sleep(Duration::from_secs(2)))
+            .await
+            .unwrap();
+        // Two lanes at 200 items/s for 2 s (and a few at once at the start of each).
+        assert!(
+            (700..=820).contains(&report.deleted),
+            "{} deleted",
+            report.deleted
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_throttled_delete_is_retried_past_the_attempt_limit_until_it_goes_through() {
+        let store = Arc::new(MemoryStore::new());
+        store.put("k", num(at(-1000), 0));
+        // More refusals than `max_attempts` (20): a throttle never gives the item up.
+        store.inject(Call::Delete, ErrorClass::Throttled, 30);
+        let report = Daemon::new(Arc::clone(&store), clock(), shards(1), config())
+            .run(tokio::time::sleep(Duration::from_secs(3)))
+            .await
+            .unwrap();
+        assert!(store.is_empty());
+        assert_eq!((report.deleted, report.errors), (1, 0));
+        assert!(report.throttled >= 30, "{}", report.throttled);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn throttling_is_absorbed_and_every_item_still_goes() {
         let store = Arc::new(MemoryStore::new());
         for i in 0..300u16 {
