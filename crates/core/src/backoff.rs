@@ -4,7 +4,11 @@
 //! deletes so they do not hit a throttled partition again in lockstep. The random draw is an
 //! argument so the policy stays pure and testable.
 
+use crate::ErrorClass;
 use std::time::Duration;
+
+/// A throttled delete's delay grows for this many refusals, then stays (25, 50 ms by default).
+const THROTTLED_STEPS: u32 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Backoff {
@@ -33,6 +37,21 @@ impl Backoff {
     /// Whether attempt number `attempt` (1-based) may be followed by another one.
     pub fn may_retry_after(&self, attempt: u32) -> bool {
         attempt < self.max_attempts
+    }
+
+    /// Whether a delete whose attempt number `attempt` (1-based) failed with `class` goes again,
+    /// and after which attempt's delay. A throttle always goes again: the store refused the
+    /// delete, so nothing is lost by trying, and giving up leaves the item to a backlog pass that
+    /// may be 30 s away (seen: 24 s lags at 40 000 deletes/s on the simulated table). Its delay
+    /// stops growing after a few refusals: the concurrency limit, not its sleep, keeps the load
+    /// down, and a delay grown over many refusals leaves it waiting long after its partition has
+    /// room again. Other retryable failures go again up to `max_attempts`.
+    pub fn retry_as(&self, class: ErrorClass, attempt: u32) -> Option<u32> {
+        match class {
+            ErrorClass::Throttled => Some(attempt.min(THROTTLED_STEPS)),
+            c if c.is_retryable() && self.may_retry_after(attempt) => Some(attempt),
+            _ => None,
+        }
     }
 
     /// The ceiling of the delay after failed attempt number `attempt` (1-based).
@@ -65,5 +84,17 @@ mod tests {
         assert!(b.may_retry_after(4));
         assert!(!b.may_retry_after(5));
         assert_eq!(b.ceiling(u32::MAX), Duration::from_millis(100));
+    }
+
+    #[test]
+    fn a_throttle_always_goes_again_soon_other_failures_until_the_attempts_run_out() {
+        let b = Backoff::default();
+        assert_eq!(b.retry_as(ErrorClass::Throttled, 1), Some(1));
+        assert_eq!(b.retry_as(ErrorClass::Throttled, 50), Some(2));
+        assert_eq!(b.ceiling(2), Duration::from_millis(50));
+        assert_eq!(b.retry_as(ErrorClass::Transient, 9), Some(9));
+        assert_eq!(b.retry_as(ErrorClass::Transient, 10), None);
+        assert_eq!(b.retry_as(ErrorClass::ConditionFailed, 1), None);
+        assert_eq!(b.retry_as(ErrorClass::Fatal, 1), None);
     }
 }

@@ -16,9 +16,6 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-/// A throttled item's backoff grows for this many refusals, then stays (25, 50 ms by default).
-const THROTTLED_BACKOFF_STEPS: u32 = 2;
-
 type Outcomes<K> = Vec<(Work<K>, Result<DeleteOutcome, StoreError>, Timestamp)>;
 
 /// A finished delete request: whether it carried backlog items, how many, the outcomes of the
@@ -245,37 +242,23 @@ async fn delete_batch<S: ExpiryStore, C: Clock>(
     let mut throttled = 0;
     let mut lost = false;
     for (mut work, result) in batch.into_iter().zip(results) {
-        match result {
-            // A throttle is the store saying "later", never that the item is lost: it is retried
-            // until deleted (AIMD keeps the load down). Giving up sends it to the backlog reader,
-            // whose next pass may be 30 s away (seen: 24 s lags at 40 000 deletes/s).
-            Err(e)
-                if e.class == ErrorClass::Throttled
-                    || (e.class.is_retryable()
-                        && shared
-                            .config
-                            .backoff
-                            .may_retry_after(work.failed_attempts + 1)) =>
-            {
-                throttled += usize::from(e.class == ErrorClass::Throttled);
+        let backoff = &shared.config.backoff;
+        let again = result.as_ref().err().and_then(|e| {
+            backoff
+                .retry_as(e.class, work.failed_attempts + 1)
+                .map(|steps| (e.class, steps))
+        });
+        match again {
+            Some((class, steps)) => {
+                throttled += usize::from(class == ErrorClass::Throttled);
                 // A throttled call was refused; any other retryable failure may have been
                 // applied before its answer was lost.
-                lost |= e.class != ErrorClass::Throttled;
-                work.answer_lost |= e.class != ErrorClass::Throttled;
+                lost |= class != ErrorClass::Throttled;
+                work.answer_lost |= class != ErrorClass::Throttled;
                 work.failed_attempts += 1;
-                let backoff = &shared.config.backoff;
-                // A refused item is retried soon: the concurrency limit, not its sleep, keeps
-                // the load down, and a backoff grown over many refusals would leave it waiting
-                // long after its partition has room again (seen on the simulated table: items
-                // deleted seconds after others of the same instant).
-                let steps = if e.class == ErrorClass::Throttled {
-                    work.failed_attempts.min(THROTTLED_BACKOFF_STEPS)
-                } else {
-                    work.failed_attempts
-                };
                 retry.push((work, backoff.delay(steps, fastrand::f64())));
             }
-            other => done.push((work, other, acked)),
+            None => done.push((work, result, acked)),
         }
     }
     if throttled > 0 {
