@@ -18,10 +18,10 @@ use tokio::time::Instant;
 
 type Outcomes<K> = Vec<(Work<K>, Result<DeleteOutcome, StoreError>, Timestamp)>;
 
-/// A finished delete request: whether it carried backlog items, how many, the outcomes of the
-/// items it settled, and the items to send again.
+/// A finished delete request: how many backlog items it carried (a request carries items of
+/// one queue only, so none: due items), the outcomes of the items it settled, and the items to
+/// send again.
 struct Done<K> {
-    backlog: bool,
     backlog_items: usize,
     outcomes: Outcomes<K>,
     /// Items to send again, each after its backoff.
@@ -78,7 +78,6 @@ pub(super) async fn run<S: ExpiryStore, C: Clock>(
                 in_flight.spawn(async move {
                     let (outcomes, retry) = task.await;
                     Done {
-                        backlog,
                         backlog_items,
                         outcomes,
                         retry,
@@ -147,7 +146,6 @@ fn settle<S: ExpiryStore, C: Clock>(
     schedule: &mut Schedule<S::Key>,
 ) {
     let Done {
-        backlog,
         backlog_items,
         outcomes,
         retry,
@@ -159,7 +157,7 @@ fn settle<S: ExpiryStore, C: Clock>(
     let resolved_at = Instant::now();
     schedule.settled(backlog_items, outcomes.len(), resolved_at);
     for (work, wait) in retry {
-        schedule.retry(work, backlog, resolved_at + wait);
+        schedule.retry(work, backlog_items > 0, resolved_at + wait);
     }
     // One line per request, not per key: a batch that failed as a whole fails 25 times alike.
     let mut failed: Option<(String, usize)> = None;

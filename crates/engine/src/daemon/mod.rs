@@ -16,8 +16,8 @@
 //! deletes need.
 //!
 //! The dispatcher always serves items that are due on time before backlog items, so a backlog
-//! never starves fresh expirations, and caps requests in flight with AIMD (halved on throttling,
-//! grown back additively) and optionally a token bucket.
+//! never starves fresh expirations, and caps requests in flight with AIMD (cut by half the share
+//! of a request the store refused, grown back additively) and optionally a token bucket.
 //!
 //! The parts: [`config`] (settings, report, error), [`readers`] (head, backlog, stray),
 //! [`dispatch`] (the scheduling policy and the delete requests), [`status`] (watermark and

@@ -121,24 +121,23 @@ pub(super) async fn head<S: ExpiryStore, C: Clock>(
         let after = |until: Timestamp| Timestamp::from_millis(until.as_millis() + 1);
         // Behind, the recent time holds items already waiting; reading it again only costs.
         // What a skipped re-read would have found (a late write) is found once caught up.
-        let skip_near = far_until.is_some_and(|until| until > near_end) && shared.behind();
-        let (from, windows) = match far_until {
+        let (from, windows, skip_near) = match far_until {
             Some(until) if until > near_end => {
                 let far = DueWindow::between(after(until), horizon_end);
-                if skip_near {
-                    (from, vec![far])
+                if shared.behind() {
+                    (from, vec![far], true)
                 } else {
-                    (from, vec![DueWindow::between(from, near_end), far])
+                    (from, vec![DueWindow::between(from, near_end), far], false)
                 }
             }
             // This reader's last read ended before the near future (it waited long for room in
             // the dispatcher's queue): go on from there, so no time is left unread.
             Some(until) => {
                 let from = from.min(after(until));
-                (from, vec![DueWindow::between(from, horizon_end)])
+                (from, vec![DueWindow::between(from, horizon_end)], false)
             }
             // Contiguous: one read does it all.
-            None => (from, vec![DueWindow::between(from, horizon_end)]),
+            None => (from, vec![DueWindow::between(from, horizon_end)], false),
         };
         let mut ok = true;
         for window in windows {
