@@ -13,7 +13,8 @@
 //!
 //! While due items wait longer than `BEHIND` (250 ms) for a request, both readers read only time not
 //! read yet: re-reading recent time would list items already waiting and take the CPU the
-//! deletes need.
+//! deletes need. A head read with time in hand waits (up to `READ_YIELD_MAX`) while due items
+//! wait: deleting the present goes before reading the future.
 //!
 //! The dispatcher always serves items that are due on time before backlog items, so a backlog
 //! never starves fresh expirations, and caps requests in flight with AIMD (cut by half the share
@@ -95,6 +96,16 @@ const REMEMBER_RESOLVED: Duration = Duration::from_secs(15);
 /// the daemon further behind); the readers then read only time not read yet.
 const BEHIND: Duration = Duration::from_millis(250);
 
+/// How long due items may wait for a request before a head read that has time in hand (its
+/// last read reached far enough ahead) waits for them instead of competing for the CPU: with
+/// whole-second TTLs every item of a second is due at once, and reading the next seconds then
+/// took a fifth of the daemon's CPU while the burst was being deleted.
+const YIELD_WHEN_WAITING: Duration = Duration::from_millis(20);
+
+/// The longest a head read yields to waiting deletes; a read of recent time is also what finds
+/// a late write, so it is delayed, never skipped.
+const READ_YIELD_MAX: Duration = Duration::from_millis(500);
+
 /// How far beyond one poll interval the re-read of recent time reaches.
 const NEAR_MARGIN: Duration = Duration::from_millis(150);
 
@@ -137,7 +148,12 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
 
     /// Due items wait longer than [`BEHIND`] for a request.
     fn behind(&self) -> bool {
-        self.due_waiting_ms.load(Ordering::Relaxed) >= BEHIND.as_millis() as u64
+        self.waiting_at_least(BEHIND)
+    }
+
+    /// Due items wait at least `d` for a request.
+    fn waiting_at_least(&self, d: Duration) -> bool {
+        self.due_waiting_ms.load(Ordering::Relaxed) >= d.as_millis() as u64
     }
 
     fn active(&self) -> usize {

@@ -3,7 +3,7 @@
 //! partition takes), plus the periodic sweep of stray partitions (shard values outside
 //! `0..shards`).
 
-use super::{NEAR_MARGIN, Shared, Work, lock, stopped};
+use super::{NEAR_MARGIN, READ_YIELD_MAX, Shared, Work, YIELD_WHEN_WAITING, lock, stopped};
 use crate::clock::Clock;
 use crate::store::ExpiryStore;
 use precise_ttl_core::{DueWindow, ErrorClass, NATIVE_TTL_MAX_AGE, Timestamp};
@@ -114,6 +114,20 @@ pub(super) async fn head<S: ExpiryStore, C: Clock>(
                 return;
             }
         }
+        // Deleting the present goes before reading the future, while the last read reaches
+        // far enough ahead that this one can wait.
+        let yielding = Instant::now();
+        while far_until.is_some_and(|until| {
+            until.millis_since(shared.clock.now())
+                > (near_ahead + READ_YIELD_MAX).as_millis() as i64
+        }) && shared.waiting_at_least(YIELD_WHEN_WAITING)
+            && yielding.elapsed() < READ_YIELD_MAX
+        {
+            tokio::select! {
+                _ = stopped(&mut stop) => return,
+                _ = tokio::time::sleep(YIELD_STEP) => {}
+            }
+        }
         let now = shared.clock.now();
         let horizon_end = now.saturating_add(config.horizon.max(near_ahead));
         let near_end = now.saturating_add(near_ahead);
@@ -163,6 +177,9 @@ pub(super) async fn head<S: ExpiryStore, C: Clock>(
         }
     }
 }
+
+/// How often a yielding head read looks again whether due items still wait.
+const YIELD_STEP: Duration = Duration::from_millis(5);
 
 /// Backlog items a lane's reader may hand over at once after a pause, in its pace's gaps.
 const PACE_BURST: u32 = 5;
