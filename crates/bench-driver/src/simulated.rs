@@ -268,11 +268,23 @@ fn simulator_markdown(stats: &precise_ttl_sim::Stats) -> String {
         }
         write_units += t.usage.write_units;
     }
+    let batches = stats
+        .calls
+        .requests
+        .get("BatchExecuteStatement")
+        .copied()
+        .unwrap_or(0);
+    let per_batch = if batches > 0 {
+        format!("{:.1}", stats.calls.batch_statements as f64 / batches as f64)
+    } else {
+        "n/a".to_string()
+    };
     format!(
-        "\n| simulator | |\n|---|---|\n| its CPU | {} s over {:.1} s |\n| throttled requests | {throttles} |\n| table write units | {write_units:.0} |\n",
+        "\n| simulator | |\n|---|---|\n| its CPU | {} s over {:.1} s |\n| writes refused by a throttle (statements and calls) | {throttles} |\n| statements per batch call | {per_batch} ({} in {batches}) |\n| table write units | {write_units:.0} |\n",
         stats
             .cpu_seconds
             .map_or("n/a".to_string(), |c| format!("{c:.1}")),
-        stats.uptime_s
+        stats.uptime_s,
+        stats.calls.batch_statements,
     )
 }

@@ -240,6 +240,7 @@ impl Db {
                 input.statements.len()
             )));
         }
+        self.counts.batch_statements += input.statements.len() as u64;
         let mut out = BatchExecuteStatementOutput::default();
         let mut capacity = Vec::new();
         let mut seen = HashSet::new();

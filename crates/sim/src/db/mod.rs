@@ -180,6 +180,9 @@ fn refuse_legacy(present: &[(&str, bool)]) -> Result<(), DbError> {
 pub struct CallCounts {
     pub requests: BTreeMap<String, u64>,
     pub errors: BTreeMap<String, u64>,
+    /// Statements in `BatchExecuteStatement` calls (how full the batches were), each statement
+    /// refused by a throttle among them.
+    pub batch_statements: u64,
 }
 
 #[derive(Debug)]

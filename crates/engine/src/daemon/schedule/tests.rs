@@ -158,10 +158,10 @@ fn a_store_without_batches_gets_one_item_per_request_and_no_linger() {
     let mut s = Schedule::new(&config(), 1);
     let mono = Instant::now();
     s.schedule(work(1, 0));
-    s.schedule(work(2, 0));
-    s.promote_due(at(0), mono);
-    assert_eq!(sent(s.next(at(0), mono, true)).0, vec![1]);
-    assert_eq!(sent(s.next(at(0), mono, true)).0, vec![2]);
+    s.schedule(work(2, 1));
+    s.promote_due(at(1), mono);
+    assert_eq!(sent(s.next(at(1), mono, true)).0, vec![1]);
+    assert_eq!(sent(s.next(at(1), mono, true)).0, vec![2]);
 }
 
 #[test]
@@ -215,4 +215,37 @@ fn a_retry_waits_out_its_backoff_then_goes_first_in_a_request_with_other_items()
         (vec![1000], true),
         "a backlog retry rejoins the backlog"
     );
+}
+
+#[test]
+fn many_items_due_at_one_instant_go_out_mixed_across_lanes() {
+    let mut s = Schedule::new(&config(), 25);
+    let mono = Instant::now();
+    // A whole second's items, as three readers hand them over: lane after lane.
+    for lane in 0..3u32 {
+        for i in 0..30 {
+            let mut w = work(lane * 100 + i, 1000);
+            w.lane = lane as usize;
+            s.schedule(w);
+        }
+    }
+    s.promote_due(at(1000), mono);
+    let (first, _) = sent(s.next(at(1000), mono, true));
+    // In the readers' order the first request would hold 25 items of lane 0; shuffled, 20 or
+    // more of one lane has a chance below one in a hundred million.
+    for lane in 0..3 {
+        let of_lane = first.iter().filter(|k| **k / 100 == lane).count();
+        assert!(of_lane < 20, "lane {lane}: {of_lane} of 25");
+    }
+    let mut all = first;
+    for step in 1..=10 {
+        // Past any linger.
+        let later = mono + Duration::from_millis(10 * step);
+        if let Next::Send { batch, .. } = s.next(at(1000), later, true) {
+            all.extend(batch.iter().map(|w| w.item.key));
+        }
+    }
+    all.sort_unstable();
+    let expected: Vec<u32> = (0..3).flat_map(|l| (0..30).map(move |i| l * 100 + i)).collect();
+    assert_eq!(all, expected, "every item goes, once");
 }
