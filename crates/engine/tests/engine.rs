@@ -508,6 +508,49 @@ mod daemon {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn while_due_items_wait_head_reads_with_time_in_hand_wait_too_but_still_come() {
+        let store = Arc::new(MemoryStore::new());
+        // Read at the start; from 200 ms on they are due, and the rate cap keeps most waiting.
+        for i in 0..600u16 {
+            store.put(format!("k{i}"), num(at(200), 0));
+        }
+        let mut c = config();
+        c.max_deletes_per_second = Some(100.0);
+        let queries = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sampler = tokio::spawn({
+            let store = Arc::clone(&store);
+            let queries = Arc::clone(&queries);
+            async move {
+                for _ in 0..2 {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    queries.lock().unwrap().push(store.calls(Call::Query));
+                }
+            }
+        });
+        // A write arriving late, due while the others still wait: found by a later read.
+        let late = tokio::spawn({
+            let store = Arc::clone(&store);
+            async move {
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                store.put("late", num(at(1600), 0));
+            }
+        });
+        // 600 items at 100/s: done in about 6 s.
+        Daemon::new(Arc::clone(&store), clock(), shards(1), c)
+            .run(tokio::time::sleep(Duration::from_secs(8)))
+            .await
+            .unwrap();
+        sampler.await.unwrap();
+        late.await.unwrap();
+        let q = queries.lock().unwrap().clone();
+        // Polled every 100 ms, the head reader would read about ten times a second; with due
+        // items waiting it reads at most every 600 ms (its poll, then up to 500 ms in hand).
+        let reads = q[1] - q[0];
+        assert!((1..=4).contains(&reads), "{reads} queries in one second");
+        assert!(store.is_empty(), "{} left: the late write too was read and deleted", store.len());
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_rate_cap_is_respected() {
         let store = Arc::new(MemoryStore::new());
         for i in 0..1000u16 {
