@@ -275,7 +275,10 @@ fn simulator_markdown(stats: &precise_ttl_sim::Stats) -> String {
         .copied()
         .unwrap_or(0);
     let per_batch = if batches > 0 {
-        format!("{:.1}", stats.calls.batch_statements as f64 / batches as f64)
+        format!(
+            "{:.1}",
+            stats.calls.batch_statements as f64 / batches as f64
+        )
     } else {
         "n/a".to_string()
     };

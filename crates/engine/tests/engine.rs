@@ -547,7 +547,11 @@ mod daemon {
         // items waiting it reads at most every 600 ms (its poll, then up to 500 ms in hand).
         let reads = q[1] - q[0];
         assert!((1..=4).contains(&reads), "{reads} queries in one second");
-        assert!(store.is_empty(), "{} left: the late write too was read and deleted", store.len());
+        assert!(
+            store.is_empty(),
+            "{} left: the late write too was read and deleted",
+            store.len()
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -246,6 +246,8 @@ fn many_items_due_at_one_instant_go_out_mixed_across_lanes() {
         }
     }
     all.sort_unstable();
-    let expected: Vec<u32> = (0..3).flat_map(|l| (0..30).map(move |i| l * 100 + i)).collect();
+    let expected: Vec<u32> = (0..3)
+        .flat_map(|l| (0..30).map(move |i| l * 100 + i))
+        .collect();
     assert_eq!(all, expected, "every item goes, once");
 }
