@@ -98,8 +98,8 @@ const BEHIND: Duration = Duration::from_millis(250);
 
 /// How long due items may wait for a request before a head read that has time in hand (its
 /// last read reached far enough ahead) waits for them instead of competing for the CPU: with
-/// whole-second TTLs every item of a second is due at once, and reading the next seconds then
-/// took a fifth of the daemon's CPU while the burst was being deleted.
+/// whole-second TTLs every item of a second is due at once, and the reads of the next seconds
+/// ran while the burst was being deleted, on a machine the burst already kept busy.
 const YIELD_WHEN_WAITING: Duration = Duration::from_millis(20);
 
 /// The longest a head read yields to waiting deletes; a read of recent time is also what finds

@@ -136,7 +136,7 @@ impl<K> Schedule<K> {
                 // In random order: a reader hands over its lane's items together, and a lane
                 // lists the items of one instant in table-key order, so a second's items of
                 // whole-second TTLs went out lane after lane, each request of 25 to one shard
-                // (142 000 statements refused by index partitions in a run of 600 000 deletes
+                // (170 000 statements refused by index partitions in a run of 600 000 deletes
                 // on the simulated table); taken one of each lane in turn instead, each request
                 // went to one table partition (805 000 refused). Shuffled, a request spreads
                 // over both.
