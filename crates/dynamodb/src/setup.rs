@@ -189,7 +189,13 @@ pub async fn setup(
                 &create.partition_key,
                 create.sort_key.as_ref(),
             )?;
-            create_table(dynamo, table, layout, create).await?;
+            again_if_transient(|retry| async move {
+                if retry && TableShape::describe(dynamo, table).await?.is_some() {
+                    return Ok(());
+                }
+                create_table(dynamo, table, layout, create).await
+            })
+            .await?;
             actions.push(SetupAction::TableCreated);
             TableShape::require(dynamo, table).await?
         }
@@ -222,7 +228,21 @@ pub async fn setup(
             if shape.status != "ACTIVE" {
                 shape = wait_active(dynamo, table, layout, options, started, false).await?;
             }
-            add_index(dynamo, &shape, layout).await?;
+            again_if_transient(|retry| {
+                let shape = &shape;
+                async move {
+                    if retry
+                        && TableShape::require(dynamo, table)
+                            .await?
+                            .expiry_index(layout)?
+                            .is_some()
+                    {
+                        return Ok(());
+                    }
+                    add_index(dynamo, shape, layout).await
+                }
+            })
+            .await?;
             actions.push(SetupAction::IndexCreated);
             shape = TableShape::require(dynamo, table).await?;
         }
@@ -251,7 +271,8 @@ pub async fn setup(
     }
 
     if options.native_ttl {
-        actions.push(native_ttl(dynamo, table, layout).await?);
+        // It describes the setting before it changes it, so running it again is safe.
+        actions.push(again_if_transient(|_| native_ttl(dynamo, table, layout)).await?);
     } else {
         actions.push(SetupAction::NativeTtlLeftAlone);
     }
@@ -393,6 +414,33 @@ async fn create_table(
         .await
         .map_err(|e| AdapterError::from_sdk("CreateTable", &dynamo.describe_endpoint(), e))?;
     Ok(())
+}
+
+/// Runs a setup step, and again after a throttle or a transient failure: DynamoDB Local answers
+/// `UpdateTable` with InternalFailure while another table's index is being built (seen in CI, as
+/// `TableShape::describe` sees it for `DescribeTable`), and DynamoDB may answer any call with a
+/// 500. `step(true)` is a retry: a failed attempt's change may have been made before its answer
+/// was lost, so a retry looks first.
+async fn again_if_transient<T, Fut>(mut step: impl FnMut(bool) -> Fut) -> Result<T, AdapterError>
+where
+    Fut: std::future::Future<Output = Result<T, AdapterError>>,
+{
+    let backoff = precise_ttl_core::Backoff {
+        base: std::time::Duration::from_millis(200),
+        cap: std::time::Duration::from_secs(3),
+        max_attempts: 8,
+    };
+    let mut retry = false;
+    precise_ttl_engine::retry::with_backoff_by(
+        &backoff,
+        |e: &AdapterError| match e {
+            AdapterError::Call { class, .. } => *class,
+            _ => precise_ttl_core::ErrorClass::Fatal,
+        },
+        || {},
+        || step(std::mem::replace(&mut retry, true)),
+    )
+    .await
 }
 
 async fn add_index(
