@@ -248,6 +248,30 @@ where
     StoreError::new(class, format!("{operation}: {}", describe(&err))).with_source(err)
 }
 
+/// Runs a control-plane call, and again with `backoff` after a throttle or a 5xx (an
+/// [`AdapterError::Call`] of those classes): DynamoDB Local answers InternalFailure while another
+/// table's index is being built, and DynamoDB may answer any call with a 500. Every other
+/// failure (an unreachable endpoint, missing credentials, a refused change) returns at once.
+pub(crate) async fn again_if_transient<T, F, Fut>(
+    backoff: &precise_ttl_core::Backoff,
+    call: F,
+) -> Result<T, AdapterError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, AdapterError>>,
+{
+    precise_ttl_engine::retry::with_backoff_by(
+        backoff,
+        |e: &AdapterError| match e {
+            AdapterError::Call { class, .. } => *class,
+            _ => ErrorClass::Fatal,
+        },
+        || {},
+        call,
+    )
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

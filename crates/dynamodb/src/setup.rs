@@ -5,7 +5,7 @@
 //! name with other keys, native TTL on another attribute) are errors, never silent changes.
 
 use crate::connect::Dynamo;
-use crate::error::AdapterError;
+use crate::error::{AdapterError, again_if_transient};
 use crate::table::TableShape;
 pub use crate::table::{KeyAttribute, KeyType};
 use aws_sdk_dynamodb::types::{
@@ -189,7 +189,7 @@ pub async fn setup(
                 &create.partition_key,
                 create.sort_key.as_ref(),
             )?;
-            again_if_transient(|retry| async move {
+            step_again_if_transient(|retry| async move {
                 if retry && TableShape::describe(dynamo, table).await?.is_some() {
                     return Ok(());
                 }
@@ -228,7 +228,7 @@ pub async fn setup(
             if shape.status != "ACTIVE" {
                 shape = wait_active(dynamo, table, layout, options, started, false).await?;
             }
-            again_if_transient(|retry| {
+            step_again_if_transient(|retry| {
                 let shape = &shape;
                 async move {
                     if retry
@@ -272,7 +272,7 @@ pub async fn setup(
 
     if options.native_ttl {
         // It describes the setting before it changes it, so running it again is safe.
-        actions.push(again_if_transient(|_| native_ttl(dynamo, table, layout)).await?);
+        actions.push(step_again_if_transient(|_| native_ttl(dynamo, table, layout)).await?);
     } else {
         actions.push(SetupAction::NativeTtlLeftAlone);
     }
@@ -416,12 +416,11 @@ async fn create_table(
     Ok(())
 }
 
-/// Runs a setup step, and again after a throttle or a transient failure: DynamoDB Local answers
-/// `UpdateTable` with InternalFailure while another table's index is being built (seen in CI, as
-/// `TableShape::describe` sees it for `DescribeTable`), and DynamoDB may answer any call with a
-/// 500. `step(true)` is a retry: a failed attempt's change may have been made before its answer
-/// was lost, so a retry looks first.
-async fn again_if_transient<T, Fut>(mut step: impl FnMut(bool) -> Fut) -> Result<T, AdapterError>
+/// Runs a setup step with [`again_if_transient`]. `step(true)` is a retry: a failed attempt's
+/// change may have been made before its answer was lost, so a retry looks first.
+async fn step_again_if_transient<T, Fut>(
+    mut step: impl FnMut(bool) -> Fut,
+) -> Result<T, AdapterError>
 where
     Fut: std::future::Future<Output = Result<T, AdapterError>>,
 {
@@ -431,16 +430,7 @@ where
         max_attempts: 8,
     };
     let mut retry = false;
-    precise_ttl_engine::retry::with_backoff_by(
-        &backoff,
-        |e: &AdapterError| match e {
-            AdapterError::Call { class, .. } => *class,
-            _ => precise_ttl_core::ErrorClass::Fatal,
-        },
-        || {},
-        || step(std::mem::replace(&mut retry, true)),
-    )
-    .await
+    again_if_transient(&backoff, || step(std::mem::replace(&mut retry, true))).await
 }
 
 async fn add_index(

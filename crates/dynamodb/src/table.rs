@@ -118,35 +118,25 @@ impl TableShape {
         dynamo: &Dynamo,
         table: &str,
     ) -> Result<Option<TableShape>, AdapterError> {
-        // Throttled and 5xx answers are retried (DynamoDB Local answers InternalFailure while
-        // another table's index is being built); an unreachable endpoint, missing credentials or
-        // a missing table fail at once.
+        // A missing table is an answer, not a failure to retry.
         let backoff = precise_ttl_core::Backoff {
             base: std::time::Duration::from_millis(100),
             cap: std::time::Duration::from_secs(2),
             max_attempts: 8,
         };
         let endpoint = dynamo.describe_endpoint();
-        precise_ttl_engine::retry::with_backoff_by(
-            &backoff,
-            |e: &AdapterError| match e {
-                AdapterError::Call { class, .. } => *class,
-                _ => precise_ttl_core::ErrorClass::Fatal,
-            },
-            || {},
-            || async {
-                match dynamo.query.describe_table().table_name(table).send().await {
-                    Ok(out) => Ok(out.table.as_ref().map(Self::from_description)),
-                    Err(e)
-                        if e.as_service_error()
-                            .is_some_and(|se| se.is_resource_not_found_exception()) =>
-                    {
-                        Ok(None)
-                    }
-                    Err(e) => Err(AdapterError::from_sdk("DescribeTable", &endpoint, e)),
+        crate::error::again_if_transient(&backoff, || async {
+            match dynamo.query.describe_table().table_name(table).send().await {
+                Ok(out) => Ok(out.table.as_ref().map(Self::from_description)),
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(|se| se.is_resource_not_found_exception()) =>
+                {
+                    Ok(None)
                 }
-            },
-        )
+                Err(e) => Err(AdapterError::from_sdk("DescribeTable", &endpoint, e)),
+            }
+        })
         .await
     }
 
