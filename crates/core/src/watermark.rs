@@ -216,4 +216,114 @@ mod tests {
             "never ahead of the clock"
         );
     }
+    mod model {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::HashMap as Map;
+
+        /// The rules kept by the key itself, without hashing: pending keys, and each key's last
+        /// resolution until it is forgotten.
+        #[derive(Default)]
+        struct Model {
+            pending: Map<u8, (usize, Expiry)>,
+            resolved: Map<u8, u64>,
+            order: Vec<(u64, u8)>,
+        }
+
+        impl Model {
+            fn admit(&mut self, lane: usize, key: u8, expiry: Expiry, read_at: u64) -> bool {
+                if self.pending.contains_key(&key)
+                    || self.resolved.get(&key).is_some_and(|t| *t >= read_at)
+                {
+                    return false;
+                }
+                self.pending.insert(key, (lane, expiry));
+                true
+            }
+            fn resolve(&mut self, key: u8, at: u64) {
+                self.pending.remove(&key);
+                self.resolved.insert(key, at);
+                self.order.push((at, key));
+            }
+            fn forget_before(&mut self, before: u64) {
+                for (at, key) in self.order.iter().copied().filter(|(at, _)| *at < before) {
+                    if self.resolved.get(&key) == Some(&at) {
+                        self.resolved.remove(&key);
+                    }
+                }
+                self.order.retain(|(at, _)| *at >= before);
+            }
+            fn oldest_pending(&self, lane: usize) -> Option<Expiry> {
+                self.pending
+                    .values()
+                    .filter(|(l, _)| *l == lane)
+                    .map(|(_, e)| *e)
+                    .min()
+            }
+        }
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Admit {
+                lane: usize,
+                key: u8,
+                secs: i64,
+                read_back: u64,
+            },
+            Resolve(u8),
+            Forget(u64),
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                (0..2usize, 0..12u8, 0..20i64, 0..4u64).prop_map(|(lane, key, secs, read_back)| {
+                    Op::Admit {
+                        lane,
+                        key,
+                        secs,
+                        read_back,
+                    }
+                }),
+                (0..12u8).prop_map(Op::Resolve),
+                (0..4u64).prop_map(Op::Forget),
+            ]
+        }
+
+        proptest! {
+            #[test]
+            fn pending_keeps_the_rules_of_a_map_by_key(ops in proptest::collection::vec(op(), 1..200)) {
+                let mut real: Pending<u8, u64> = Pending::new(2);
+                let mut model = Model::default();
+                // Instants advance one per operation, as the daemon's monotonic clock does.
+                for (now, op) in (1u64..).zip(ops) {
+                    match op {
+                        Op::Admit { lane, key, secs, read_back } => {
+                            let expiry = Expiry::at_instant(Timestamp::from_secs(secs));
+                            let read_at = now.saturating_sub(read_back);
+                            prop_assert_eq!(
+                                real.admit(lane, &key, expiry, read_at),
+                                model.admit(lane, key, expiry, read_at)
+                            );
+                        }
+                        Op::Resolve(key) => {
+                            real.resolve(&key, now);
+                            model.resolve(key, now);
+                        }
+                        Op::Forget(back) => {
+                            real.forget_resolved_before(now.saturating_sub(back));
+                            model.forget_before(now.saturating_sub(back));
+                        }
+                    }
+                    for lane in 0..2 {
+                        prop_assert_eq!(
+                            real.expiries[lane].keys().next().copied(),
+                            model.oldest_pending(lane)
+                        );
+                    }
+                    let far = Timestamp::from_secs(1_000);
+                    prop_assert_eq!(real.due_count(far), (model.pending.len() as u64, 0));
+                }
+            }
+        }
+    }
 }
