@@ -216,6 +216,7 @@ mod tests {
             "never ahead of the clock"
         );
     }
+
     mod model {
         use super::*;
         use proptest::prelude::*;
