@@ -137,8 +137,13 @@ impl BlogArgs {
 /// Delete requests in flight (`sweep`, `run`).
 #[derive(Debug, Args)]
 pub struct DeleteConcurrency {
-    /// Most delete requests in flight at once, across all shards; `run` adapts below it (halved
-    /// on throttling, grown back one at a time)
+    /// Most delete requests in flight at once, across all shards; `run` adapts below it
+    ///
+    /// A throttled request cuts `run`'s limit by half the share of its items the store refused
+    /// (a request refused whole halves it); every limit's worth of items answered raises it by
+    /// one. A request carries up to 25 items, so deletes/s are at most requests in flight × 25 /
+    /// round trip: 64 at a 10 ms round trip carry 160 000/s. Raise it only where round trips are
+    /// long, e.g. on a saturated host (docs/benchmarks.md, "What holds the 5-million catch-up")
     #[arg(long, env = "PRECISE_TTL_CONCURRENCY", default_value_t = 64,
           value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub concurrency: u64,
