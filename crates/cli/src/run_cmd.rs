@@ -205,23 +205,26 @@ async fn fleet<P: Partitioning + ?Sized>(
     }
     let lease_table =
         LeaseTable::open(dynamo.clone(), &args.fleet.table.lease_table, table, index).await?;
-    let worker = match &args.fleet.worker_id {
-        Some(id) => id.clone(),
-        None => format!(
-            "{}-{}",
-            nix::unistd::gethostname()
-                .ok()
-                .and_then(|h| h.into_string().ok())
-                .unwrap_or_else(|| "host".into()),
-            std::process::id()
-        ),
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "host".into());
+    // The default name lets a restart on this host prove its predecessor dead and take its
+    // leases at once (precise_ttl_core::owner); a name given by hand is stable across restarts
+    // already, and a previous incarnation's leases are taken back at once under it.
+    let this = precise_ttl_engine::host::ThisProcess::identify(&host);
+    let worker = match (&args.fleet.worker_id, &this) {
+        (Some(id), _) => id.clone(),
+        (None, Some(this)) => this.identity().to_string(),
+        (None, None) => format!("{host}-{}", std::process::id()),
     };
     let config = LeaseConfig::new(worker, args.fleet.lease_duration);
-    Ok(Some(Arc::new(
-        lease_table
-            .worker_leases(partitioning, config)
-            .with_handle(handle.clone()),
-    )))
+    let leases = lease_table.worker_leases(partitioning, config);
+    let leases = match this {
+        Some(this) => leases.with_owner_check(Arc::new(this)),
+        None => leases,
+    };
+    Ok(Some(Arc::new(leases.with_handle(handle.clone()))))
 }
 
 /// Prints the start line and runs until a signal, `--for`, or a fatal error; with leases,

@@ -69,6 +69,13 @@ pub async fn serve(
                             StatusCode::OK,
                             "ok: standby, no shard lease held, lease table reachable\n".to_string(),
                         ),
+                        Health::Stalled(shards) => (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            format!(
+                                "stalled: shard(s) {} hold due items and no worker has renewed their lease for half a lease duration; this worker holds none (see `precise-ttl status` and the lease table)\n",
+                                shards.join(",")
+                            ),
+                        ),
                         Health::Stale(for_) => (
                             StatusCode::SERVICE_UNAVAILABLE,
                             format!("no successful index read for {:.1} s\n", for_.as_secs_f64()),

@@ -8,7 +8,7 @@
 //! whose clocks disagree cannot steal from each other early. Pure: `I` is the caller's monotonic
 //! instant (tokio's in the engine, integers in the tests).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Sub;
 use std::time::Duration;
 
@@ -55,9 +55,15 @@ where
     /// True when `record`'s counter has not moved for `duration` on this worker's clock. A lease
     /// first seen now is never expired: the taker must watch it for a full duration.
     pub fn expired(&self, record: &LeaseRecord, now: I, duration: Duration) -> bool {
+        self.unmoved_for(record, now) >= duration
+    }
+
+    /// How long `record`'s counter has stayed as it is on this worker's clock (zero for a
+    /// counter not seen before).
+    pub fn unmoved_for(&self, record: &LeaseRecord, now: I) -> Duration {
         match self.seen.get(&record.key) {
-            Some((counter, since)) if *counter == record.counter => now - *since >= duration,
-            _ => false,
+            Some((counter, since)) if *counter == record.counter => now - *since,
+            _ => Duration::ZERO,
         }
     }
 }
@@ -78,7 +84,8 @@ pub fn target(total: usize, workers: usize) -> usize {
 
 /// Decides this heartbeat's takes and steal for worker `me`.
 ///
-/// Live workers are the owners of leases that are not expired, plus `me`. A worker below the
+/// Live workers are the owners of leases that are not expired, plus `me`; an owner in `dead`
+/// (proven no longer running, see [`crate::owner`]) is not live, and its leases are free at once. A worker below the
 /// target takes free and expired leases up to it; finding none, it steals one lease from the
 /// most loaded worker if that one holds more than the target, or holds the target while `me`
 /// holds two or more fewer (KCL's rule: it converges to shares of ⌈n/w⌉ and ⌊n/w⌋ and stops).
@@ -91,6 +98,7 @@ pub fn plan<I>(
     now: I,
     duration: Duration,
     draw: u64,
+    dead: &HashSet<String>,
 ) -> Moves
 where
     I: Copy + Ord + Sub<I, Output = Duration>,
@@ -101,7 +109,9 @@ where
     for r in records {
         match r.owner.as_deref() {
             Some(owner) if owner == me => *load.entry(me).or_default() += 1,
-            Some(owner) if !view.expired(r, now, duration) => *load.entry(owner).or_default() += 1,
+            Some(owner) if !dead.contains(owner) && !view.expired(r, now, duration) => {
+                *load.entry(owner).or_default() += 1
+            }
             _ => available.push(r.clone()),
         }
     }
@@ -154,6 +164,10 @@ mod tests {
 
     const LEASE: Duration = Duration::from_secs(10);
 
+    fn none() -> HashSet<String> {
+        HashSet::new()
+    }
+
     fn lease(key: &str, owner: Option<&str>, counter: u64) -> LeaseRecord {
         LeaseRecord {
             key: key.into(),
@@ -181,7 +195,7 @@ mod tests {
     fn a_lone_worker_takes_every_free_lease() {
         let records: Vec<_> = (0..4).map(|i| lease(&format!("s{i}"), None, 0)).collect();
         let view = LeaseView::new();
-        let moves = plan(&records, &view, "me", Ms(0), LEASE, 0);
+        let moves = plan(&records, &view, "me", Ms(0), LEASE, 0, &none());
         assert_eq!(moves.take.len(), 4);
         assert_eq!(moves.steal, None);
     }
@@ -193,16 +207,48 @@ mod tests {
             .collect();
         let mut view = LeaseView::new();
         view.observe(&records, Ms(0));
-        let early = plan(&records, &view, "me", Ms(9_000), LEASE, 0);
+        let early = plan(&records, &view, "me", Ms(9_000), LEASE, 0, &none());
         // A live worker holds all four: "me" may steal one (4 > target 2), nothing more.
         assert!(early.take.is_empty());
         assert!(early.steal.is_some());
-        let late = plan(&records, &view, "me", Ms(10_000), LEASE, 0);
+        let late = plan(&records, &view, "me", Ms(10_000), LEASE, 0, &none());
         assert_eq!(
             late.take.len(),
             4,
             "all expired: the dead worker counts no more"
         );
+    }
+
+    #[test]
+    fn a_dead_owners_leases_are_taken_at_once_and_it_counts_as_no_worker() {
+        let mut records: Vec<_> = (0..4)
+            .map(|i| lease(&format!("s{i}"), Some("dead"), 3))
+            .collect();
+        records.extend((4..8).map(|i| lease(&format!("s{i}"), Some("live"), 3)));
+        let mut view = LeaseView::new();
+        view.observe(&records, Ms(0));
+        let dead: HashSet<String> = ["dead".to_string()].into();
+        // First sight, nothing expired: the dead owner's four are free, and "me" shares the
+        // eight with "live" alone (target 4).
+        let moves = plan(&records, &view, "me", Ms(0), LEASE, 0, &dead);
+        let taken: Vec<&str> = moves.take.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(taken, ["s0", "s1", "s2", "s3"]);
+        assert_eq!(moves.steal, None);
+    }
+
+    #[test]
+    fn a_counter_unmoved_is_timed_from_first_sight() {
+        let mut view = LeaseView::new();
+        let held = lease("s0", Some("a"), 7);
+        assert_eq!(
+            view.unmoved_for(&held, Ms(500)),
+            Duration::ZERO,
+            "never seen"
+        );
+        view.observe(std::slice::from_ref(&held), Ms(1_000));
+        assert_eq!(view.unmoved_for(&held, Ms(6_000)), Duration::from_secs(5));
+        let renewed = lease("s0", Some("a"), 8);
+        assert_eq!(view.unmoved_for(&renewed, Ms(6_000)), Duration::ZERO);
     }
 
     #[test]
@@ -217,7 +263,10 @@ mod tests {
         let mut view = LeaseView::new();
         view.observe(&records, Ms(0));
         for me in ["a", "b", "c"] {
-            assert_eq!(plan(&records, &view, me, Ms(1), LEASE, 0), Moves::default());
+            assert_eq!(
+                plan(&records, &view, me, Ms(1), LEASE, 0, &none()),
+                Moves::default()
+            );
         }
     }
 
@@ -240,6 +289,7 @@ mod tests {
                     now,
                     LEASE,
                     round as u64 * 7 + w as u64,
+                    &none(),
                 );
                 for r in table.iter_mut() {
                     if r.owner.as_deref() == Some(me.as_str()) {

@@ -12,6 +12,7 @@ pub mod error;
 pub mod expiry;
 pub mod layout;
 pub mod lease;
+pub mod owner;
 pub mod plan;
 pub mod rate;
 pub mod read_filter;

@@ -6,13 +6,18 @@
 //! for a moment cost only skipped deletes. Leases split the work and hand it over. A lease whose
 //! renewal has not succeeded for half a lease duration is no longer used, so its reader stops
 //! well before another worker may take it (a full duration with the counter unmoved, on that
-//! worker's clock).
+//! worker's clock), or at once when the owner is proven dead ([`OwnerCheck`]: a predecessor on
+//! the same host that is no longer running).
+//!
+//! A lease whose counter this worker has seen unmoved for half a lease duration, and that it does
+//! not hold, is *unattended*: nobody reads that shard. The set is published for the daemon,
+//! which looks whether such shards hold due items (a stall; see `daemon::stall`).
 
 use crate::metrics as m;
 use crate::store::StoreError;
 use futures_util::StreamExt;
 use precise_ttl_core::lease::{LeaseRecord, LeaseView, Moves, plan};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -45,6 +50,23 @@ pub trait LeaseStore: Send + Sync + 'static {
         expected: u64,
         owner: Option<&str>,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+}
+
+/// Tells whether a lease's owner is proven no longer running. Proof only: an owner that cannot
+/// be judged (another host, a name given by hand) is not dead, and its leases expire by the
+/// counter rule.
+pub trait OwnerCheck: Send + Sync + 'static {
+    fn proven_dead(&self, owner: &str) -> bool;
+}
+
+/// Proves nothing: every lease expires by the counter rule alone.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoOwnerCheck;
+
+impl OwnerCheck for NoOwnerCheck {
+    fn proven_dead(&self, _owner: &str) -> bool {
+        false
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -99,6 +121,8 @@ struct State {
     view: LeaseView<Instant>,
     held: BTreeMap<usize, Held>,
     counts: LeaseCounts,
+    /// Owners proven dead: once dead, for good (a restart is a new name).
+    dead: HashSet<String>,
 }
 
 /// One worker's leases over `keys` (lane `i` is `keys[i]`).
@@ -108,6 +132,9 @@ pub struct Leases<S: LeaseStore> {
     config: LeaseConfig,
     state: Mutex<State>,
     usable: watch::Sender<BTreeSet<usize>>,
+    /// Lanes nobody has attended for half a lease duration, as this worker last read them.
+    unattended: watch::Sender<BTreeSet<usize>>,
+    owners: Arc<dyn OwnerCheck>,
     /// Told of every successful heartbeat, for `/healthz` of a worker that holds no lease.
     handle: Option<crate::DaemonHandle>,
 }
@@ -130,10 +157,19 @@ impl<S: LeaseStore> Leases<S> {
                 view: LeaseView::new(),
                 held: BTreeMap::new(),
                 counts: LeaseCounts::default(),
+                dead: HashSet::new(),
             }),
             usable: watch::Sender::new(BTreeSet::new()),
+            unattended: watch::Sender::new(BTreeSet::new()),
+            owners: Arc::new(NoOwnerCheck),
             handle: None,
         }
+    }
+
+    /// Takes at once the leases of owners that `owners` proves dead (a predecessor on this host).
+    pub fn with_owner_check(mut self, owners: Arc<dyn OwnerCheck>) -> Self {
+        self.owners = owners;
+        self
     }
 
     /// Reports each successful heartbeat and the leases held to `handle`: a standby worker
@@ -146,6 +182,54 @@ impl<S: LeaseStore> Leases<S> {
     /// The lanes this worker may read right now.
     pub fn usable(&self) -> watch::Receiver<BTreeSet<usize>> {
         self.usable.subscribe()
+    }
+
+    /// The lanes whose lease this worker does not hold and has seen unmoved for half a lease
+    /// duration (a live holder renews three times in a duration, and stops reading a lease
+    /// it could not renew for half of one): nobody reads them.
+    pub fn unattended(&self) -> watch::Receiver<BTreeSet<usize>> {
+        self.unattended.subscribe()
+    }
+
+    /// The lease table as just read at `now`: remembers its counters, judges owners not yet
+    /// proven dead, and publishes the lanes nobody attends.
+    fn observe(&self, records: &[LeaseRecord], now: Instant) {
+        let unknown: Vec<String> = {
+            let state = self.lock();
+            let me = self.config.worker.as_str();
+            let mut owners: Vec<String> = records
+                .iter()
+                .filter_map(|r| r.owner.clone())
+                .filter(|o| o != me && !state.dead.contains(o))
+                .collect();
+            owners.sort();
+            owners.dedup();
+            owners
+        };
+        // Outside the lock: the check reads the process table.
+        let newly_dead: Vec<String> = unknown
+            .into_iter()
+            .filter(|o| self.owners.proven_dead(o))
+            .collect();
+        let mut state = self.lock();
+        for owner in newly_dead {
+            tracing::info!(owner = %owner, "a lease owner is no longer running on this host; its leases are free");
+            state.dead.insert(owner);
+        }
+        state.view.observe(records, now);
+        let half = self.config.duration / 2;
+        let unattended: BTreeSet<usize> = records
+            .iter()
+            .filter(|r| state.view.unmoved_for(r, now) >= half)
+            .filter_map(|r| self.keys.iter().position(|k| *k == r.key))
+            .filter(|lane| !state.held.contains_key(lane))
+            .collect();
+        drop(state);
+        self.unattended.send_if_modified(|current| {
+            let changed = *current != unattended;
+            *current = unattended;
+            changed
+        });
     }
 
     pub fn counts(&self) -> LeaseCounts {
@@ -234,14 +318,15 @@ impl<S: LeaseStore> Leases<S> {
 
     /// This worker's takes and steal given the table as just read (the victim's lease drawn at
     /// random).
-    fn plan(&self, records: &[LeaseRecord], view: &LeaseView<Instant>, now: Instant) -> Moves {
+    fn plan(&self, records: &[LeaseRecord], state: &State, now: Instant) -> Moves {
         plan(
             records,
-            view,
+            &state.view,
             &self.config.worker,
             now,
             self.config.duration,
             fastrand::u64(..),
+            &state.dead,
         )
     }
 
@@ -253,10 +338,10 @@ impl<S: LeaseStore> Leases<S> {
     async fn take_free(&self) -> Result<(), StoreError> {
         let records = self.store.list(&self.keys).await?;
         let now = Instant::now();
+        self.observe(&records, now);
         let moves = {
-            let mut state = self.lock();
-            state.view.observe(&records, now);
-            self.plan(&records, &state.view, now)
+            let state = self.lock();
+            self.plan(&records, &state, now)
         };
         if moves.take.is_empty() {
             return Ok(());
@@ -270,7 +355,7 @@ impl<S: LeaseStore> Leases<S> {
         let me = self.config.worker.as_str();
         let mut records = self.store.list(&self.keys).await?;
         let now = Instant::now();
-        self.lock().view.observe(&records, now);
+        self.observe(&records, now);
 
         let held: Vec<(usize, Held)> = self.lock().held.iter().map(|(l, h)| (*l, *h)).collect();
         let mut renew = Vec::with_capacity(held.len());
@@ -328,7 +413,7 @@ impl<S: LeaseStore> Leases<S> {
                 })
                 .cloned()
                 .collect();
-            (self.plan(&records, &state.view, now), orphans)
+            (self.plan(&records, &state, now), orphans)
         };
         let stealing = moves.steal.iter().map(|r| (r, true));
         let takes = orphans.iter().chain(moves.take.iter()).map(|r| (r, false));
@@ -418,6 +503,16 @@ impl<S: LeaseStore> Leases<S> {
     fn publish(&self) {
         let lanes: BTreeSet<usize> = self.lock().held.keys().copied().collect();
         metrics::gauge!(m::LEASES_HELD).set(lanes.len() as f64);
+        metrics::gauge!(m::LEASES).set(self.keys.len() as f64);
+        if let Some(handle) = &self.handle {
+            handle.leases_held(lanes.len());
+        }
+        // A lane taken since the last read is attended now.
+        self.unattended.send_if_modified(|current| {
+            let before = current.len();
+            current.retain(|lane| !lanes.contains(lane));
+            current.len() != before
+        });
         self.usable.send_if_modified(|current| {
             let changed = *current != lanes;
             *current = lanes;

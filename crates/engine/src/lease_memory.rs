@@ -39,6 +39,7 @@ impl MemoryLeaseTable {
 pub struct MemoryLeases {
     table: Arc<MemoryLeaseTable>,
     down: AtomicBool,
+    writes_throttled: AtomicBool,
     write_latency: std::sync::Mutex<std::time::Duration>,
 }
 
@@ -47,6 +48,7 @@ impl MemoryLeases {
         MemoryLeases {
             table: Arc::clone(table),
             down: AtomicBool::new(false),
+            writes_throttled: AtomicBool::new(false),
             write_latency: std::sync::Mutex::new(std::time::Duration::ZERO),
         }
     }
@@ -54,6 +56,12 @@ impl MemoryLeases {
     /// While down, every call of this worker fails as a transient error.
     pub fn set_down(&self, down: bool) {
         self.down.store(down, Ordering::SeqCst);
+    }
+
+    /// While set, every lease write of this worker is throttled (reads still answer): a lease
+    /// table without the write capacity a fleet's heartbeats need.
+    pub fn set_writes_throttled(&self, throttled: bool) {
+        self.writes_throttled.store(throttled, Ordering::SeqCst);
     }
 
     /// From now on, every write of this worker takes this long (a slow or saturated store).
@@ -103,6 +111,12 @@ impl LeaseStore for MemoryLeases {
             tokio::time::sleep(latency).await;
         }
         self.reachable()?;
+        if self.writes_throttled.load(Ordering::SeqCst) {
+            return Err(StoreError::new(
+                ErrorClass::Throttled,
+                "injected: lease write throttled",
+            ));
+        }
         let mut leases = self.table.leases.lock().unwrap();
         match leases.get_mut(key) {
             Some(r) if r.counter == expected => {

@@ -13,6 +13,7 @@ mod counters;
 pub mod daemon;
 #[cfg(feature = "test-util")]
 pub mod faulty;
+pub mod host;
 pub mod lease;
 #[cfg(feature = "test-util")]
 pub mod lease_memory;

@@ -36,6 +36,12 @@ pub const CONCURRENCY_LIMIT: &str = "precise_ttl_concurrency_limit";
 pub const DELETE_MODE_FALLBACKS: &str = "precise_ttl_delete_mode_fallbacks_total";
 /// Shard leases this worker holds and reads.
 pub const LEASES_HELD: &str = "precise_ttl_leases_held";
+/// Shard leases in the lease table (the lanes a fleet shares): the fleet holds them all when
+/// the sum of [`LEASES_HELD`] equals it.
+pub const LEASES: &str = "precise_ttl_leases";
+/// Shards that have due items while nobody has attended their lease for half a lease duration,
+/// as this worker sees them: nothing deletes those items.
+pub const SHARDS_STALLED: &str = "precise_ttl_shards_stalled";
 /// Lease changes of this worker, labelled `change` = `acquired` (free or expired), `stolen`
 /// (taken from a busier worker), `lost` (taken by another, or not renewed in time) or
 /// `released` (on shutdown).
@@ -66,7 +72,7 @@ pub fn describe() {
     ] {
         metrics::counter!(counter).increment(0);
     }
-    for reader in ["head", "backlog"] {
+    for reader in ["head", "backlog", "stall"] {
         metrics::counter!(QUERIES, "reader" => reader).increment(0);
     }
     for op in ["query", "delete"] {
@@ -110,6 +116,14 @@ pub fn describe() {
         "How far the overall watermark trails the clock"
     );
     describe_gauge!(LEASES_HELD, "Shard leases this worker holds and reads");
+    describe_gauge!(
+        LEASES,
+        "Shard leases in the lease table (the fleet's shards)"
+    );
+    describe_gauge!(
+        SHARDS_STALLED,
+        "Shards with due items and no lease holder for half a lease duration, seen by this worker"
+    );
     describe_counter!(
         DELETE_MODE_FALLBACKS,
         "Falls back from PartiQL batches to DeleteItem after the store refused PartiQL"

@@ -22,7 +22,9 @@ where
     L: LeaseStore,
 {
     let daemon = match &leases {
-        Some(l) => daemon.with_ownership(l.usable()),
+        Some(l) => daemon
+            .with_ownership(l.usable())
+            .with_unattended(l.unattended()),
         None => daemon,
     };
     let mut beating = leases.map(|l| l.start());

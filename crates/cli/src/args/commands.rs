@@ -192,7 +192,10 @@ pub struct Fleet {
     #[arg(long, env = "PRECISE_TTL_LEASE_DURATION", default_value = "10s", value_parser = super::lease_duration)]
     pub lease_duration: Duration,
 
-    /// This worker's name in the lease table (default: host name and process id)
+    /// This worker's name in the lease table. The default names the process (host, PID, start
+    /// time, user, boot, PID namespace), so a restart on the same host proves its predecessor
+    /// dead and takes its leases at once. Set it to a name that stays the same across restarts
+    /// (a Kubernetes pod's name) or leave it; never give two running workers one name
     #[arg(long, env = "PRECISE_TTL_WORKER_ID")]
     pub worker_id: Option<String>,
 

@@ -22,7 +22,8 @@
 //!
 //! The parts: [`config`] (settings, report, error), [`readers`] (head, backlog, stray),
 //! [`dispatch`] (the scheduling policy and the delete requests), [`status`] (watermark and
-//! health, published for `/healthz`, `/metrics` and `status`); the watermark's bookkeeping is
+//! health, published for `/healthz`, `/metrics` and `status`), [`stall`] (due items in shards
+//! nobody attends, for a fleet worker); the watermark's bookkeeping is
 //! pure and lives in `precise_ttl_core::watermark`. Monotonic time and sleeping are tokio's (so
 //! tests can pause it); wall time comes only from the injected [`Clock`].
 
@@ -30,6 +31,7 @@ mod config;
 mod dispatch;
 mod readers;
 mod schedule;
+mod stall;
 mod status;
 
 pub use config::{DaemonConfig, DaemonError, DaemonReport};
@@ -56,6 +58,7 @@ pub struct Daemon<S: ExpiryStore, C: Clock> {
     clock: Arc<C>,
     partitioning: SharedPartitioning<S::Partition>,
     ownership: Option<watch::Receiver<BTreeSet<usize>>>,
+    unattended: Option<watch::Receiver<BTreeSet<usize>>>,
     config: DaemonConfig,
     observer: Arc<dyn Observer<S::Key>>,
     handle: DaemonHandle,
@@ -285,6 +288,7 @@ impl<S: ExpiryStore, C: Clock> Daemon<S, C> {
             clock,
             partitioning,
             ownership: None,
+            unattended: None,
             config,
             observer: Arc::new(NoopObserver),
             handle: DaemonHandle::default(),
@@ -301,6 +305,13 @@ impl<S: ExpiryStore, C: Clock> Daemon<S, C> {
     /// stray probe runs on the worker that holds lane 0, so a fleet probes once.
     pub fn with_ownership(mut self, lanes: watch::Receiver<BTreeSet<usize>>) -> Self {
         self.ownership = Some(lanes);
+        self
+    }
+
+    /// Watches `lanes` (those nobody attends, see [`crate::lease::Leases::unattended`]) for due
+    /// items: a stall, reported in the log, `/metrics` and the handle's status.
+    pub fn with_unattended(mut self, lanes: watch::Receiver<BTreeSet<usize>>) -> Self {
+        self.unattended = Some(lanes);
         self
     }
 
@@ -366,6 +377,13 @@ impl<S: ExpiryStore, C: Clock> Daemon<S, C> {
         }
         drop((timely_tx, backlog_tx));
         readers.spawn(status::publish_every(Arc::clone(&shared), stop_rx.clone()));
+        if let Some(unattended) = self.unattended {
+            readers.spawn(stall::watch_stalls(
+                Arc::clone(&shared),
+                unattended,
+                stop_rx.clone(),
+            ));
+        }
         if let Some(every) = shared.config.stray_check_interval {
             readers.spawn(readers::strays(Arc::clone(&shared), every, stop_rx.clone()));
         }

@@ -23,6 +23,10 @@ pub struct DaemonStatus {
     pub last_read_ok: Option<Instant>,
     /// With leases: when a heartbeat last succeeded, and the leases held then.
     pub last_heartbeat_ok: Option<(Instant, usize)>,
+    /// With leases: how many this worker holds now.
+    pub leases_held: Option<usize>,
+    /// Lanes with due items that nobody attends (see `stall`), by name.
+    pub stalled: Vec<String>,
 }
 
 /// What `/healthz` answers.
@@ -33,6 +37,9 @@ pub enum Health {
     /// A fleet worker that holds no lease (more workers than shards, or waiting for its share)
     /// and whose heartbeats succeed: ready to take over.
     Standby,
+    /// A worker that holds no lease sees shards with due items that nobody attends: it is
+    /// not the standby it would be, the fleet has stopped deleting them.
+    Stalled(Vec<String>),
     /// No index read yet, and no successful heartbeat without leases.
     Starting,
     /// No index read has succeeded for this long.
@@ -44,6 +51,9 @@ impl DaemonStatus {
     pub fn health(&self, now: Instant, stale_after: Duration) -> Health {
         let fresh = |t: Instant| now.saturating_duration_since(t) <= stale_after;
         match (self.last_read_ok, self.last_heartbeat_ok) {
+            _ if self.leases_held == Some(0) && !self.stalled.is_empty() => {
+                Health::Stalled(self.stalled.clone())
+            }
             (Some(t), _) if fresh(t) => Health::Reading,
             (_, Some((t, 0))) if fresh(t) => Health::Standby,
             (Some(t), _) => Health::Stale(now.saturating_duration_since(t)),
@@ -61,6 +71,11 @@ pub struct DaemonHandle {
 impl DaemonHandle {
     pub fn status(&self) -> DaemonStatus {
         lock(&self.status).clone()
+    }
+
+    /// The worker holds `held` leases now.
+    pub fn leases_held(&self, held: usize) {
+        lock(&self.status).leases_held = Some(held);
     }
 
     /// A lease heartbeat succeeded while holding `held` leases.
@@ -161,5 +176,25 @@ mod tests {
             status(None, Some((later, 3))).health(later, stale),
             Health::Starting
         );
+        // A worker holding no lease that sees due items nobody attends is red, whether its
+        // heartbeats succeed or not; one that reads its own shards is not.
+        let stalled = |held: usize, beat: Option<(Instant, usize)>| DaemonStatus {
+            stalled: vec!["3".into()],
+            leases_held: Some(held),
+            ..status(None, beat)
+        };
+        assert_eq!(
+            stalled(0, Some((later, 0))).health(later, stale),
+            Health::Stalled(vec!["3".into()])
+        );
+        assert_eq!(
+            stalled(0, None).health(later, stale),
+            Health::Stalled(vec!["3".into()])
+        );
+        let reading = DaemonStatus {
+            last_read_ok: Some(later),
+            ..stalled(2, Some((later, 2)))
+        };
+        assert_eq!(reading.health(later, stale), Health::Reading);
     }
 }
