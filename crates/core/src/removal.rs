@@ -151,9 +151,9 @@ impl fmt::Display for ResolutionSetting {
 /// `1m`, `1s`, `250ms`: a resolution as the flag takes it.
 fn short(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms > 0 && ms % 60_000 == 0 {
+    if ms > 0 && ms.is_multiple_of(60_000) {
         format!("{}m", ms / 60_000)
-    } else if ms % 1000 == 0 {
+    } else if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         format!("{ms}ms")
