@@ -228,3 +228,80 @@ async fn a_standby_worker_without_a_lease_is_healthy() {
     crate::support::terminate(&b);
     assert!(b.wait().unwrap().success());
 }
+
+/// A fleet that stopped deleting, seen from a worker that cannot take the shards: worker a is
+/// killed holding every lease, items fall due, and worker b's lease writes are throttled, so
+/// nobody holds the shards. b's `/healthz` and `precise_ttl_shards_stalled` turn red within
+/// one lease duration; once its writes pass, b takes the shards and deletes everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn due_items_with_no_lease_holder_turn_healthz_and_the_stall_metric_red() {
+    use crate::support::{at, item, n, table_with_index};
+    const LEASE_S: u64 = 4;
+    let table = table_with_index().await;
+    let args = |id: &'static str| ["--shards", "4", "--lease-duration", "4s", "--worker-id", id];
+    let (mut a, _a_lines, a_url) =
+        crate::daemon::daemon_with_metrics(&table.name, endpoint(), &args("a"));
+    let page = |url: &str| crate::daemon::http_get(&format!("{url}/metrics"));
+    let held = |url: &str| metric(&page(url), "precise_ttl_leases_held");
+    until("a holds every shard", || held(&a_url) == Some(4.0)).await;
+    crate::support::signal(&a, nix::sys::signal::Signal::SIGKILL);
+    let _ = a.wait();
+    table
+        .put_many(
+            (0..40)
+                .map(|i| {
+                    item(
+                        &format!("k{i}"),
+                        &[("ttl", at(-2_000)), ("ttl_shard", n(i % 4))],
+                    )
+                })
+                .collect(),
+        )
+        .await;
+
+    let proxy = crate::proxy::FaultProxy::start(endpoint()).await;
+    proxy.set(crate::proxy::Faults {
+        throttle_writes_to: Some("precise-ttl-leases"),
+        ..Default::default()
+    });
+    let started = Instant::now();
+    let (mut b, _b_lines, b_url) =
+        crate::daemon::daemon_with_metrics(&table.name, &proxy.url, &args("b"));
+    let health = |url: &str| crate::daemon::http_get(&format!("{url}/healthz"));
+    until("b reports the stall", || {
+        let h = health(&b_url);
+        h.contains("503") && h.contains("stalled")
+    })
+    .await;
+    let red_after = started.elapsed();
+    // Half a lease duration unrenewed, then a probe each second; the process's own start (a
+    // debug build connecting) comes on top.
+    assert!(
+        red_after <= Duration::from_secs(LEASE_S + 2),
+        "red after {red_after:?}"
+    );
+    assert_eq!(
+        metric(&page(&b_url), "precise_ttl_shards_stalled"),
+        Some(4.0)
+    );
+    assert_eq!(held(&b_url), Some(0.0));
+    assert_eq!(table.count().await, 40, "nothing deleted while stalled");
+
+    proxy.set(crate::proxy::Faults::default());
+    until("b takes the shards", || held(&b_url) == Some(4.0)).await;
+    let swept = Instant::now();
+    while table.count().await > 0 {
+        assert!(
+            swept.elapsed() < Duration::from_secs(30),
+            "items left behind"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    until("green again", || health(&b_url).contains("200 OK")).await;
+    until("the stall metric clears", || {
+        metric(&page(&b_url), "precise_ttl_shards_stalled") == Some(0.0)
+    })
+    .await;
+    crate::support::terminate(&b);
+    assert!(b.wait().unwrap().success());
+}

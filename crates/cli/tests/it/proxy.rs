@@ -31,6 +31,9 @@ pub struct Faults {
     /// Seconds added to the `Date` header of every answer: -5 makes the store's clock look 5 s
     /// behind this host's, as if this host's clock ran 5 s ahead.
     pub date_shift_secs: i64,
+    /// Every `UpdateItem` and `PutItem` on the table of this name is throttled (reads pass): a
+    /// lease table without the write capacity the heartbeats need.
+    pub throttle_writes_to: Option<&'static str>,
 }
 
 #[derive(Default)]
@@ -44,6 +47,7 @@ pub struct State {
     refuse_partiql: AtomicBool,
     partiql_500: AtomicBool,
     date_shift_secs: std::sync::atomic::AtomicI64,
+    throttle_writes_to: std::sync::Mutex<Option<&'static str>>,
     pub unprocessed_statements: AtomicU64,
     pub injected: AtomicU64,
     pub forwarded: AtomicU64,
@@ -104,6 +108,7 @@ pub fn set(state: &State, f: Faults) {
     state
         .date_shift_secs
         .store(f.date_shift_secs, Ordering::SeqCst);
+    *state.throttle_writes_to.lock().unwrap() = f.throttle_writes_to;
 }
 
 /// Reads one HTTP/1.1 message (head and Content-Length body); `None` at end of stream.
@@ -180,6 +185,23 @@ async fn serve(mut client: TcpStream, upstream: &str, state: &State) -> std::io:
                 ))
                 .await?;
             continue;
+        }
+        let throttled_table = *state.throttle_writes_to.lock().unwrap();
+        if let Some(table) = throttled_table {
+            let op = target(&request);
+            let named = format!("\"TableName\":\"{table}\"");
+            if (op.ends_with("UpdateItem") || op.ends_with("PutItem"))
+                && String::from_utf8_lossy(&request).contains(&named)
+            {
+                state.injected.fetch_add(1, Ordering::Relaxed);
+                client
+                    .write_all(&error_response(
+                        "400 Bad Request",
+                        "ProvisionedThroughputExceededException",
+                    ))
+                    .await?;
+                continue;
+            }
         }
         let roll = fastrand::u32(0..1000);
         let t = state.throttle.load(Ordering::SeqCst);
