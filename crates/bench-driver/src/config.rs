@@ -1,5 +1,6 @@
 //! What a benchmark run is asked to do.
 
+use crate::crash_loop::KillEvery;
 use crate::fleet::FleetPlan;
 use crate::lambda_run::LambdaPlan;
 use crate::revision::Revision;
@@ -50,6 +51,9 @@ pub struct BenchConfig {
     /// Several workers sharing the table through leases, and what happens to them (`None`: one
     /// plain `run`).
     pub fleet: Option<FleetPlan>,
+    /// Kill the one `run` process after pauses drawn from this range and start a new one at
+    /// once, without a worker id, until the last TTL (`None`: it runs undisturbed).
+    pub crash_loop: Option<KillEvery>,
     /// Scheduled invocations of the Lambda function instead of `run` (`None`: the daemon).
     pub lambda: Option<LambdaPlan>,
     /// The command line that asked for this run, recorded in the report.
@@ -115,6 +119,7 @@ impl BenchConfig {
             delete_mode: DeleteMode::Batch,
             daemon,
             fleet: None,
+            crash_loop: None,
             lambda: None,
             argv: Vec::new(),
             revision: Revision::Unknown,

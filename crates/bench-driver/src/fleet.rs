@@ -4,6 +4,7 @@
 //! every shard again, and how many items each worker deleted between events (from its
 //! `/metrics`), so the report can show the split, the failover and the hand-over.
 
+use crate::crash_loop::{CrashLoop, CrashLoopReport, KillEvery};
 use crate::daemon::{DaemonProcess, scrape};
 use crate::error::BenchError;
 use precise_ttl_engine::metrics as m;
@@ -28,6 +29,9 @@ pub enum Action {
     Start(usize),
     /// SIGTERM worker N, wait for its exit, start it again with the same worker id.
     Restart(usize),
+    /// SIGKILL worker N and start it again at once, as a supervisor restarts a crashed process
+    /// (a new process; in the crash loop without a worker id, in a fleet with the same one).
+    Crash(usize),
 }
 
 impl std::fmt::Display for Action {
@@ -38,6 +42,7 @@ impl std::fmt::Display for Action {
             Action::Term(n) => write!(f, "SIGTERM w{n}"),
             Action::Start(n) => write!(f, "start w{n}"),
             Action::Restart(n) => write!(f, "restart w{n} (SIGTERM, start)"),
+            Action::Crash(n) => write!(f, "SIGKILL w{n}, start it again at once"),
         }
     }
 }
@@ -49,8 +54,8 @@ pub struct FleetEvent {
     pub action: Action,
 }
 
-/// `--event` syntax: `AT:mark`, `AT:kill:N`, `AT:term:N`, `AT:start:N` or `AT:restart:N`, with AT
-/// a duration such as `30s` after the first TTL and N a worker number from 1.
+/// `--event` syntax: `AT:mark`, `AT:kill:N`, `AT:term:N`, `AT:start:N`, `AT:restart:N` or
+/// `AT:crash:N`, with AT a duration such as `30s` after the first TTL and N a worker number from 1.
 impl FromStr for FleetEvent {
     type Err = String;
 
@@ -72,9 +77,10 @@ impl FromStr for FleetEvent {
             "term" => Action::Term(worker(parts.next())?),
             "start" => Action::Start(worker(parts.next())?),
             "restart" => Action::Restart(worker(parts.next())?),
+            "crash" => Action::Crash(worker(parts.next())?),
             _ => {
                 return Err(format!(
-                    "{s:?}: expected AT:mark, AT:kill:N, AT:term:N, AT:start:N or AT:restart:N"
+                    "{s:?}: expected AT:mark, AT:kill:N, AT:term:N, AT:start:N, AT:restart:N or AT:crash:N"
                 ));
             }
         };
@@ -111,11 +117,11 @@ impl FleetPlan {
         for e in &events {
             match e.action {
                 Action::Mark => {}
-                Action::Kill(n) | Action::Term(n) | Action::Restart(n) => {
+                Action::Kill(n) | Action::Term(n) | Action::Restart(n) | Action::Crash(n) => {
                     if !live.get(n - 1).copied().unwrap_or(false) {
                         return Err(format!("worker {n} is not running at {:?}", e.at));
                     }
-                    live[n - 1] = matches!(e.action, Action::Restart(_));
+                    live[n - 1] = matches!(e.action, Action::Restart(_) | Action::Crash(_));
                 }
                 Action::Start(n) => {
                     if n > live.len() + 1 {
@@ -160,6 +166,9 @@ pub struct EventRecord {
     /// After a kill, term or restart: ms until the live workers held every shard again (`None`
     /// if they never did before the run ended).
     pub all_shards_held_after_ms: Option<u64>,
+    /// After a crash-loop kill: how long the killed process had run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lived_ms: Option<u64>,
 }
 
 /// Deletions between two boundaries (events, or the moment every shard was held again).
@@ -191,6 +200,9 @@ pub struct FleetReport {
     pub lease_duration_ms: u64,
     pub events: Vec<EventRecord>,
     pub phases: Vec<Phase>,
+    /// In a crash loop: the kills and each item's lag against them (filled in by the report).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub crash_loop: Option<CrashLoopReport>,
 }
 
 struct Worker {
@@ -215,6 +227,8 @@ pub(crate) struct Fleet {
     boundaries: Vec<(i64, BTreeMap<String, u64>)>,
     /// The event waiting for every shard to be held again, and since when (epoch ms).
     awaiting_shards: Option<usize>,
+    /// Kills and restarts of worker 1 on a random schedule.
+    crash: Option<CrashLoop>,
 }
 
 impl Fleet {
@@ -235,6 +249,7 @@ impl Fleet {
             records: Vec::new(),
             boundaries: Vec::new(),
             awaiting_shards: None,
+            crash: None,
         };
         for n in 1..=fleet.plan.workers {
             fleet.spawn(n)?;
@@ -242,8 +257,40 @@ impl Fleet {
         Ok(fleet)
     }
 
+    /// Kills worker 1 after pauses drawn from `every` (seeded by `seed`) and starts a new process
+    /// at once each time, until `until_ms` (epoch ms).
+    pub(crate) fn crash_every(mut self, every: KillEvery, seed: u64, until_ms: i64) -> Fleet {
+        let now = SystemClock.now().as_millis();
+        self.crash = Some(CrashLoop::new(every, seed, now, until_ms));
+        self
+    }
+
+    /// The worker's name in the report: its worker id, or `run` in a crash loop, whose
+    /// processes have the default identity.
+    fn name(&self, n: usize) -> String {
+        if self.crash.is_some() {
+            "run".into()
+        } else {
+            FleetPlan::worker_id(n)
+        }
+    }
+
     fn spawn(&mut self, n: usize) -> Result<(), BenchError> {
         let process = DaemonProcess::spawn((self.command)(&FleetPlan::worker_id(n)))?;
+        self.install(n, process);
+        Ok(())
+    }
+
+    /// [`Fleet::spawn`] off the runtime's threads: the wait for the start line would otherwise
+    /// hold up the stream observer, whose timing is the measurement.
+    async fn spawn_aside(&mut self, n: usize) -> Result<(), BenchError> {
+        let cmd = (self.command)(&FleetPlan::worker_id(n));
+        let process = tokio::task::spawn_blocking(move || DaemonProcess::spawn(cmd)).await??;
+        self.install(n, process);
+        Ok(())
+    }
+
+    fn install(&mut self, n: usize, process: DaemonProcess) {
         if n > self.workers.len() {
             self.workers.push(Worker {
                 process: None,
@@ -255,7 +302,6 @@ impl Fleet {
         w.deleted_before += w.deleted_now;
         w.deleted_now = 0;
         w.process = Some(process);
-        Ok(())
     }
 
     /// The first worker's pid, for the CPU and memory sampler.
@@ -292,12 +338,7 @@ impl Fleet {
         self.workers
             .iter()
             .enumerate()
-            .map(|(i, w)| {
-                (
-                    FleetPlan::worker_id(i + 1),
-                    w.deleted_before + w.deleted_now,
-                )
-            })
+            .map(|(i, w)| (self.name(i + 1), w.deleted_before + w.deleted_now))
             .collect()
     }
 
@@ -337,12 +378,18 @@ impl Fleet {
                         p.terminate().await?;
                     }
                 }
-                Action::Start(n) => self.spawn(n)?,
+                Action::Start(n) => self.spawn_aside(n).await?,
                 Action::Restart(n) => {
                     if let Some(p) = self.workers[n - 1].process.take() {
                         p.terminate().await?;
                     }
-                    self.spawn(n)?;
+                    self.spawn_aside(n).await?;
+                }
+                Action::Crash(n) => {
+                    if let Some(p) = self.workers[n - 1].process.take() {
+                        p.kill()?;
+                    }
+                    self.spawn_aside(n).await?;
                 }
             }
             self.records.push(EventRecord {
@@ -350,14 +397,41 @@ impl Fleet {
                 at_ms,
                 offset_s: (at_ms - self.first_ttl_ms) as f64 / 1000.0,
                 all_shards_held_after_ms: None,
+                lived_ms: None,
             });
-            if matches!(
-                event.action,
-                Action::Kill(_) | Action::Term(_) | Action::Restart(_) | Action::Start(_)
-            ) {
+            if event.action != Action::Mark {
                 self.awaiting_shards = Some(self.records.len() - 1);
             }
         }
+        if self.crash.as_ref().is_some_and(|c| c.due(now_ms)) {
+            self.crash_now().await?;
+        }
+        Ok(())
+    }
+
+    /// SIGKILLs worker 1 and starts a new process in its place at once.
+    async fn crash_now(&mut self) -> Result<(), BenchError> {
+        // Counts just before the kill: the killed process's last deletions are in them.
+        self.scrape_all().await;
+        let at_ms = SystemClock.now().as_millis();
+        self.boundaries.push((at_ms, self.cumulative()));
+        if let Some(p) = self.workers[0].process.take() {
+            // Reaped before the next start, as a supervisor does: the dead owner's pid is gone.
+            p.kill()?;
+        }
+        let lived_ms = self.crash.as_ref().map(|c| c.lived_ms(at_ms));
+        self.spawn_aside(1).await?;
+        if let Some(c) = &mut self.crash {
+            c.restarted(at_ms);
+        }
+        self.records.push(EventRecord {
+            action: Action::Crash(1),
+            at_ms,
+            offset_s: (at_ms - self.first_ttl_ms) as f64 / 1000.0,
+            all_shards_held_after_ms: None,
+            lived_ms,
+        });
+        self.awaiting_shards = Some(self.records.len() - 1);
         Ok(())
     }
 
@@ -406,6 +480,7 @@ impl Fleet {
             lease_duration_ms: self.plan.lease_duration.as_millis() as u64,
             events: self.records,
             phases,
+            crash_loop: None,
         };
         Ok((report, failed, longest))
     }
@@ -494,6 +569,7 @@ mod tests {
         assert!(FleetPlan::new(3, lease, vec![ev("5s:start:2")]).is_err());
         assert!(FleetPlan::new(3, lease, vec![ev("5s:kill:2"), ev("9s:kill:2")]).is_err());
         assert!(FleetPlan::new(3, lease, vec![ev("5s:restart:2"), ev("9s:kill:2")]).is_ok());
+        assert!(FleetPlan::new(3, lease, vec![ev("5s:crash:2"), ev("9s:crash:2")]).is_ok());
         assert!(FleetPlan::new(0, lease, vec![]).is_err());
     }
 
@@ -508,6 +584,7 @@ mod tests {
             lease_duration_ms: 10_000,
             events: vec![],
             phases: vec![p],
+            crash_loop: None,
         };
         fill_lags(&mut report, &[(10, 5), (500, 100), (999, 7), (1000, 9_000)]);
         let lag = report.phases[0].lag.unwrap();

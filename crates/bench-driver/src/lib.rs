@@ -11,6 +11,7 @@
 //! name (partition key, TTL, shard) comes from the [`BenchConfig`].
 
 pub mod config;
+pub mod crash_loop;
 pub mod daemon;
 pub mod deletions;
 pub mod error;
@@ -30,6 +31,7 @@ pub mod simulated;
 pub mod usage;
 
 pub use config::{BenchConfig, BenchIndex, DaemonCommand};
+pub use crash_loop::KillEvery;
 pub use deletions::DeletionLog;
 pub use error::BenchError;
 pub use fleet::{FleetEvent, FleetPlan, FleetReport};

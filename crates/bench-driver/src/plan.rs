@@ -1,5 +1,6 @@
 //! What the bench plants: items expiring during the run, a backlog, and items that must survive
-//! (TTL extended before expiry, String / millisecond / negative / too-old TTL, no TTL, no shard).
+//! (TTL extended before expiry, String / millisecond / negative / too-old / far-future TTL, no
+//! TTL, no shard).
 
 use crate::items::{Item, ItemWriter, epoch_seconds};
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -147,6 +148,9 @@ pub fn main_load(
             .push(survive(&key, "TTL extended 1–2 s before expiry"));
     }
     let six_years = Duration::from_secs(6 * 365 * 86_400);
+    let far = first
+        .saturating_add(spread)
+        .saturating_add(Duration::from_secs(3600));
     for i in 0..ADVERSARIAL_EACH {
         let s = shard();
         let adversarial = [
@@ -167,6 +171,12 @@ pub fn main_load(
                 Some(epoch_seconds(now.saturating_sub(six_years))),
                 s,
                 "TTL more than 5 years old",
+            ),
+            (
+                format!("far-ttl-{i}"),
+                Some(epoch_seconds(far)),
+                s,
+                "TTL an hour after the last expiring item's",
             ),
             (format!("no-ttl-{i}"), None, s, "no TTL"),
             (

@@ -1,6 +1,7 @@
 //! A run's result: the JSON summary (the analysis report plus what the driver measured around
 //! it), its Markdown rendering, and the files they are written to.
 
+use crate::crash_loop::{CrashLoopReport, Spread};
 use crate::error::BenchError;
 use crate::fleet::FleetReport;
 use crate::lambda_run::LambdaReport;
@@ -218,8 +219,15 @@ fn markdown(s: &Summary, m: &Measured) -> String {
         md.push_str("| deletions observed | by the store's own commit log |\n\n");
     }
     md.push_str(&report.to_markdown());
-    if let Some(f) = &s.fleet {
-        md.push_str(&fleet_markdown(f));
+    match &s.fleet {
+        Some(
+            f @ FleetReport {
+                crash_loop: Some(c),
+                ..
+            },
+        ) => md.push_str(&crash_markdown(f, c)),
+        Some(f) => md.push_str(&fleet_markdown(f)),
+        None => {}
     }
     if let Some(l) = &s.lambda {
         md.push_str(&lambda_markdown(l));
@@ -265,6 +273,57 @@ fn lambda_markdown(l: &LambdaReport) -> String {
             b.items,
             b.p99_ms,
             b.max_ms
+        ));
+    }
+    md
+}
+
+fn crash_markdown(f: &FleetReport, c: &CrashLoopReport) -> String {
+    let spread = |s: Option<Spread>| {
+        s.map_or("—".to_string(), |s| {
+            format!("{} / {} / {} ms", s.p50_ms, s.p99_ms, s.max_ms)
+        })
+    };
+    let mut md = format!(
+        "\n#### Crash loop: `run` SIGKILLed every {:.1}–{:.1} s, a new process started at once without `--worker-id` (lease duration {} ms)\n\n| measure | value |\n|---|---|\n",
+        c.kill_every_min_ms as f64 / 1000.0,
+        c.kill_every_max_ms as f64 / 1000.0,
+        f.lease_duration_ms
+    );
+    md.push_str(&format!("| kills | {} |\n", c.kills));
+    md.push_str(&format!(
+        "| killed processes lived p50 / p99 / max | {} |\n",
+        spread(c.lived)
+    ));
+    md.push_str(&format!(
+        "| new process held every shard after p50 / p99 / max | {} ({} restarts never did) |\n",
+        spread(c.every_shard_held_after),
+        c.never_held_every_shard
+    ));
+    md.push_str(&format!(
+        "| lag beyond the next kill p50 / p99 / max | {} |\n",
+        spread(c.lag_beyond_next_kill)
+    ));
+    if let Some(w) = &c.worst {
+        md.push_str(&format!(
+            "| worst item | {}: lag {} ms, {} |\n",
+            w.key,
+            w.lag_ms,
+            w.next_kill_ms
+                .map_or("no kill after its TTL".to_string(), |k| format!(
+                    "killed {} ms after its TTL",
+                    k - w.ttl_ms
+                ))
+        ));
+    }
+    md.push_str("\nThe lag beyond the next kill is an item's lag minus the time from its TTL to the first kill after it: what waiting for the restart cost on top of the kill itself.\n\n| kill at (s after first TTL) | process had lived | every shard held again after |\n|---|---|---|\n");
+    for e in f.events.iter().filter(|e| e.lived_ms.is_some()) {
+        md.push_str(&format!(
+            "| {:.1} | {} ms | {} |\n",
+            e.offset_s,
+            e.lived_ms.unwrap_or(0),
+            e.all_shards_held_after_ms
+                .map_or("never".to_string(), |ms| format!("{ms} ms"))
         ));
     }
     md

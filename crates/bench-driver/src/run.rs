@@ -1,6 +1,7 @@
 //! One benchmark run, start to verdict.
 
 use crate::config::{BenchConfig, BenchIndex};
+use crate::crash_loop;
 use crate::daemon;
 use crate::error::BenchError;
 use crate::fleet::{Fleet, FleetPlan, fill_lags};
@@ -262,9 +263,14 @@ async fn run_on(
             (seen - p.lag_ms, p.lag_ms)
         })
         .collect();
-    let fleet = match (&config.fleet, fleet_report.as_mut()) {
-        (Some(_), Some(f)) => {
+    let fleet = match (&config.fleet, config.crash_loop, fleet_report.as_mut()) {
+        (Some(_), _, Some(f)) => {
             fill_lags(f, &lags);
+            fleet_report
+        }
+        (None, Some(every), Some(f)) => {
+            fill_lags(f, &lags);
+            f.crash_loop = Some(crash_loop::judge(every, f, &inputs));
             fleet_report
         }
         _ => None,
@@ -307,8 +313,8 @@ fn lambda_function(config: &BenchConfig, table: &str, endpoint: &str) -> Functio
     }
 }
 
-/// The workers: one plain `run` without a fleet plan, else the plan's workers with their ids
-/// and lease duration.
+/// The workers: one plain `run` without a fleet plan (killed and started again in a crash
+/// loop), else the plan's workers with their ids and lease duration.
 pub(crate) fn start_fleet(
     config: &BenchConfig,
     table: &str,
@@ -328,10 +334,19 @@ pub(crate) fn start_fleet(
         }
         cmd
     };
-    Fleet::start(
+    let fleet = Fleet::start(
         plan,
         config.layout.shards.get() as usize,
         first_ttl_ms,
         Box::new(command),
-    )
+    )?;
+    Ok(match config.crash_loop {
+        // Its own stream of pauses, so the planted items stay those of the seed without it.
+        Some(every) => fleet.crash_every(
+            every,
+            config.seed ^ 0xc4a5_4100,
+            first_ttl_ms + config.spread.as_millis() as i64,
+        ),
+        None => fleet,
+    })
 }

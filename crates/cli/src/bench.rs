@@ -129,6 +129,7 @@ pub async fn run(global: &Global, args: &BenchArgs) -> anyhow::Result<Outcome> {
                 .map_err(|e| anyhow::anyhow!("--event: {e}"))?,
         );
     }
+    config.crash_loop = args.kill_every;
     config.delete_mode = args.delete_mode.mode();
     config.argv = std::env::args().collect();
     // The checkout this binary was built from; an installed binary whose sources are gone

@@ -565,11 +565,22 @@ pub struct BenchArgs {
 
     /// Something that happens to the fleet, AT after the first TTL: AT:kill:N (SIGKILL worker
     /// N), AT:term:N (SIGTERM), AT:start:N (start worker N, new or stopped), AT:restart:N
-    /// (SIGTERM, then start again), AT:mark (a phase boundary). Repeat the flag; e.g. --event
-    /// 30s:mark --event 45s:kill:3 --event 75s:start:4
+    /// (SIGTERM, then start again), AT:crash:N (SIGKILL, then start again at once with the same
+    /// worker id), AT:mark (a phase boundary). Repeat the flag; e.g. --event 30s:mark --event
+    /// 45s:kill:3 --event 75s:start:4
     #[arg(long = "event", value_name = "AT:WHAT[:N]", requires = "workers",
           value_parser = |s: &str| s.parse::<precise_ttl_bench_driver::FleetEvent>())]
     pub events: Vec<precise_ttl_bench_driver::FleetEvent>,
+
+    /// A crash loop: SIGKILL the `run` process after a pause drawn evenly from MIN..MAX (e.g.
+    /// 2s..5s; one duration for a fixed pause) and start a new process at once, until the last
+    /// TTL, as a supervisor restarting it in place would (systemd's Restart=always). Each new
+    /// process has the default worker id and lease duration, like the one before it; the report
+    /// lists the kills, how soon each new process held every shard, and each item's lag beyond
+    /// the next kill after its TTL
+    #[arg(long, value_name = "MIN..MAX", conflicts_with_all = ["workers", "lambda", "simulated"],
+          value_parser = |s: &str| s.parse::<precise_ttl_bench_driver::KillEvery>())]
+    pub kill_every: Option<precise_ttl_bench_driver::KillEvery>,
 
     /// Measure the Lambda function instead of `run`: scheduled invocations of this
     /// `precise-ttl-lambda` binary on a local Lambda Runtime API (a new process when every
@@ -698,9 +709,23 @@ pub struct ArchiveArgs {
     #[arg(long, env = "PRECISE_TTL_ARCHIVE_POLL_INTERVAL", default_value = "1s", value_parser = poll_interval)]
     pub poll_interval: Duration,
 
-    /// How finely the stream dates its records. DynamoDB rounds them down to the second; a REMOVE
-    /// counts as an expiry if the item's TTL was due by the end of its record's second. DynamoDB
-    /// Local rounds to the minute: give 1m there
-    #[arg(long, env = "PRECISE_TTL_RECORD_TIME_RESOLUTION", default_value = "1s", value_parser = duration)]
-    pub record_time_resolution: Duration,
+    /// How finely the stream dates its records: auto or a duration. A REMOVE counts as an expiry
+    /// if the item's TTL was due by its record's time plus this. DynamoDB dates records to the
+    /// second, DynamoDB Local to the minute; auto takes 1m for DynamoDB Local's stream (known by
+    /// its ARN), 1s for DynamoDB's, and for any other endpoint 1m until a record time is not a
+    /// whole minute, then 1s. Every REMOVE left out is counted in /metrics and logged
+    #[arg(long, env = "PRECISE_TTL_RECORD_TIME_RESOLUTION", default_value = "auto",
+          value_name = "auto|DURATION",
+          value_parser = |s: &str| precise_ttl_core::removal::ResolutionSetting::parse(s).map_err(|e| e.to_string()))]
+    pub record_time_resolution: precise_ttl_core::removal::ResolutionSetting,
+
+    /// Serve /metrics (Prometheus: records archived, native, REMOVEs left out by reason) and
+    /// /healthz here, e.g. 127.0.0.1:9465 (port 0: any free port)
+    #[arg(long, env = "PRECISE_TTL_ARCHIVE_METRICS_ADDR", value_name = "ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+
+    /// /healthz answers 503 once no pass over the stream has completed for this long (default:
+    /// ten poll intervals, at least 30s)
+    #[arg(long, env = "PRECISE_TTL_ARCHIVE_UNHEALTHY_AFTER", value_parser = duration, value_name = "DURATION")]
+    pub unhealthy_after: Option<Duration>,
 }
