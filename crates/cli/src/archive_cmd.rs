@@ -1,14 +1,38 @@
 //! `precise-ttl archive`: flags to options, the sink opened, the stream tailed until a signal
-//! (`precise_ttl_dynamodb::archive_stream` does the work), the counts printed.
+//! (`precise_ttl_dynamodb::archive_stream` does the work), the counts printed; with
+//! `--metrics-addr`, its counters on `/metrics` and its health on `/healthz` meanwhile.
+//!
+//! Every message goes to standard error: with `--to -` the records are standard output. The
+//! start line (`precise-ttl archive: table …`) comes once the stream is open and says which
+//! record-time resolution is in force and why.
 
 use crate::args::{ArchiveArgs, Global};
 use crate::wiring::Outcome;
-use precise_ttl_dynamodb::archive_stream::{ArchiveOptions, archive, open};
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::get;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use precise_ttl_dynamodb::archive_stream::{
+    ArchiveHealth, ArchiveOptions, ArchiveProgress, archive, open,
+};
+use std::net::SocketAddr;
+use std::time::Duration;
 
 pub async fn run(global: &Global, args: &ArchiveArgs) -> anyhow::Result<Outcome> {
     let stop = crate::wiring::signal();
     let table = global.table()?;
     let layout = global.layout()?;
+    let progress = ArchiveProgress::default();
+    // Served before the store is reached: /healthz says "starting" meanwhile.
+    let mut where_metrics = String::new();
+    if let Some(addr) = args.metrics_addr {
+        let stale = args
+            .unhealthy_after
+            .unwrap_or_else(|| (args.poll_interval * 10).max(Duration::from_secs(30)));
+        let bound = serve(addr, install_recorder()?, progress.clone(), stale).await?;
+        where_metrics = format!(", metrics on http://{bound}/metrics");
+        eprintln!("precise-ttl archive: metrics on http://{bound}/metrics");
+    }
     // Records go to standard output with `--to -`: the messages go to standard error then.
     let sink = args.tuning.open(&args.to, global).await?;
     let dynamo = crate::wiring::connect(global).await?;
@@ -25,7 +49,13 @@ pub async fn run(global: &Global, args: &ArchiveArgs) -> anyhow::Result<Outcome>
         eprintln!("stopped before the store could be reached: nothing archived");
         return Ok(Outcome::Success);
     };
-    let report = archive(&dynamo, table, opened, &sink, &options, stop).await;
+    eprintln!(
+        "precise-ttl archive: table {table:?}, stream {}, record times to {}, checkpoints in {:?}{where_metrics}",
+        opened.arn(),
+        opened.resolution().describe(),
+        args.checkpoint_table,
+    );
+    let report = archive(&dynamo, table, opened, &sink, &options, &progress, stop).await;
     // Whatever the stream did, what reached the sink goes to its final place.
     sink.flush(crate::wiring::ARCHIVE_FLUSH_WAIT).await?;
     let report = report?;
@@ -34,4 +64,63 @@ pub async fn run(global: &Global, args: &ArchiveArgs) -> anyhow::Result<Outcome>
         report.records, report.native, report.other_removes
     );
     Ok(Outcome::Success)
+}
+
+/// The Prometheus recorder with the archive's metrics only (the daemon's would read as zeros
+/// of deletes this process never makes).
+fn install_recorder() -> anyhow::Result<PrometheusHandle> {
+    let handle = PrometheusBuilder::new().install_recorder()?;
+    precise_ttl_engine::metrics::describe_archive();
+    Ok(handle)
+}
+
+/// Binds `addr` and serves `/metrics` and `/healthz` until the process ends; returns the bound
+/// address (port 0 picks one). The archive has counters and a gauge only, so the recorder
+/// needs none of the histogram upkeep `run`'s server does.
+async fn serve(
+    addr: SocketAddr,
+    prometheus: PrometheusHandle,
+    progress: ArchiveProgress,
+    stale_after: Duration,
+) -> anyhow::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {addr} for metrics: {e}"))?;
+    let bound = listener.local_addr()?;
+    let app = Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let p = prometheus.clone();
+                async move { p.render() }
+            }),
+        )
+        .route(
+            "/healthz",
+            get(move || {
+                let health = progress.health(tokio::time::Instant::now(), stale_after);
+                async move {
+                    match health {
+                        ArchiveHealth::Reading => (StatusCode::OK, "ok\n".to_string()),
+                        ArchiveHealth::Starting => (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "starting: no pass over the stream yet\n".to_string(),
+                        ),
+                        ArchiveHealth::Stale(for_) => (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            format!(
+                                "no complete pass over the stream for {:.1} s\n",
+                                for_.as_secs_f64()
+                            ),
+                        ),
+                    }
+                }
+            }),
+        );
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "metrics server stopped");
+        }
+    });
+    Ok(bound)
 }

@@ -26,6 +26,9 @@ use clap::{CommandFactory, FromArgMatches};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // First: a SIGTERM from here on stops `run`, `archive` and `backfill` in order, exit 0,
+    // however early it comes (wiring::signal); other commands die by it as before, below.
+    wiring::catch_stop_signals();
     // A config file's values become the flags' defaults before the one parse, so clap validates
     // them like any flag and `--help` shows the values in effect.
     let command = match config_path() {
@@ -43,6 +46,9 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
+    if !stops_in_order(&cli.command) {
+        wiring::die_on_stop_signals();
+    }
     if cli.global.table.as_deref() == Some("") {
         eprintln!("error: --table must not be empty");
         return ExitCode::from(2);
@@ -72,7 +78,19 @@ fn main() -> ExitCode {
     }
 }
 
+/// The commands that end in order on SIGTERM or SIGINT (what is in flight drained, leases
+/// released, the archive flushed) and then exit 0.
+fn stops_in_order(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Run(_) | Command::Archive(_) | Command::Backfill(_)
+    )
+}
+
 async fn run(cli: Cli) -> anyhow::Result<Outcome> {
+    if stops_in_order(&cli.command) {
+        wiring::listen_for_stop();
+    }
     match &cli.command {
         Command::Setup(args) => setup_cmd::run(&cli.global, args).await,
         Command::Sweep(args) => sweep_cmd::run(&cli.global, args).await,

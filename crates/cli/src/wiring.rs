@@ -1,5 +1,6 @@
 //! Wiring shared by every command: the clients built once from the global flags, the outcome a
-//! command reports to `main` (which alone turns it into an exit code), and the stop signal.
+//! command reports to `main` (which alone turns it into an exit code), and the stop signal,
+//! caught from the first statement of `main`.
 
 use crate::args;
 use precise_ttl_dynamodb::{ConnectOptions, Dynamo};
@@ -29,34 +30,138 @@ pub async fn connect(global: &args::Global) -> Result<Dynamo, precise_ttl_dynamo
 /// segments uploaded); what is left stays in the spool for the next start.
 pub const ARCHIVE_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// SIGINT or SIGTERM. The handlers are installed when this is called, not when it is first
-/// awaited: a signal that comes while a command is still starting (opening its archive, say)
-/// must stop it in order rather than kill it.
-pub fn signal() -> impl std::future::Future<Output = ()> + Send + 'static {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let term = signal(SignalKind::terminate()).ok();
-        let interrupt = signal(SignalKind::interrupt()).ok();
-        async move {
-            match (term, interrupt) {
-                (Some(mut term), Some(mut interrupt)) => {
-                    tokio::select! {
-                        _ = interrupt.recv() => {}
-                        _ = term.recv() => {}
-                    }
-                }
-                _ => {
-                    let _ = tokio::signal::ctrl_c().await;
-                }
+/// SIGTERM and SIGINT, caught from the first statement of `main` (see [`catch_stop_signals`]).
+///
+/// A stop that comes while a command starts (parsing its flags, connecting, opening its lease
+/// table or archive) must end it in order, with exit status 0, as a stop later does: a service
+/// manager stops processes at any moment, and a test may stop one just spawned. So the handlers
+/// are not installed by the command when it gets round to it, but by `main` before anything
+/// else, and the stop is a flag that a command reads whenever it looks. Before that statement
+/// (the dynamic loader's work, well under a millisecond) a signal has its default effect.
+///
+/// Commands that do not stop in order (`setup`, `status`, `sweep`, `doctor`, …) keep the default
+/// effect: [`die_on_stop_signals`].
+#[cfg(unix)]
+mod stop {
+    use std::sync::Arc;
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    const SIGNALS: [i32; 2] = [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT];
+
+    struct Flags {
+        /// Which signal came, one flag each, so a command that ends by it can end by the same.
+        came: [Arc<AtomicBool>; 2],
+        /// Set for commands that do not stop in order: the signal then has its default effect.
+        default: Arc<AtomicBool>,
+    }
+
+    static FLAGS: OnceLock<Flags> = OnceLock::new();
+
+    pub fn catch() {
+        FLAGS.get_or_init(|| {
+            let flags = Flags {
+                came: [Arc::default(), Arc::default()],
+                default: Arc::default(),
+            };
+            for (signal, came) in SIGNALS.iter().zip(&flags.came) {
+                // Order matters: the flag first, then the default effect when asked for. A
+                // registration that fails (it cannot for these two signals) leaves the default.
+                let _ = signal_hook::flag::register(*signal, Arc::clone(came));
+                let _ = signal_hook::flag::register_conditional_default(
+                    *signal,
+                    Arc::clone(&flags.default),
+                );
+            }
+            flags
+        });
+    }
+
+    pub fn die() {
+        let Some(flags) = FLAGS.get() else { return };
+        flags.default.store(true, Ordering::SeqCst);
+        // One that came before this: its default effect now.
+        for (signal, came) in SIGNALS.iter().zip(&flags.came) {
+            if came.load(Ordering::SeqCst) {
+                let _ = signal_hook::low_level::emulate_default_handler(*signal);
             }
         }
     }
-    #[cfg(not(unix))]
-    {
-        async {
-            let _ = tokio::signal::ctrl_c().await;
+
+    pub fn came() -> bool {
+        FLAGS
+            .get()
+            .is_some_and(|f| f.came.iter().any(|c| c.load(Ordering::SeqCst)))
+    }
+}
+
+/// Catches SIGTERM and SIGINT into a flag. Called as the first statement of `main`.
+pub fn catch_stop_signals() {
+    #[cfg(unix)]
+    stop::catch();
+}
+
+/// For a command that does not stop in order: SIGTERM and SIGINT end the process as if never
+/// caught, including one that came while the command line was parsed.
+pub fn die_on_stop_signals() {
+    #[cfg(unix)]
+    stop::die();
+}
+
+/// The stop, as a channel: `true` once SIGTERM or SIGINT came. The first call (inside the
+/// runtime) starts the one listener.
+fn stopped() -> &'static tokio::sync::watch::Sender<bool> {
+    static STOPPED: std::sync::OnceLock<tokio::sync::watch::Sender<bool>> =
+        std::sync::OnceLock::new();
+    STOPPED.get_or_init(|| {
+        let (tx, _) = tokio::sync::watch::channel(false);
+        let sender = tx.clone();
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            // The streams first, then the flag: a signal that came before the streams existed
+            // is in the flag, one after is in a stream.
+            let term = signal(SignalKind::terminate()).ok();
+            let interrupt = signal(SignalKind::interrupt()).ok();
+            tokio::spawn(async move {
+                if !stop::came() {
+                    match (term, interrupt) {
+                        (Some(mut term), Some(mut interrupt)) => {
+                            tokio::select! {
+                                _ = interrupt.recv() => {}
+                                _ = term.recv() => {}
+                            }
+                        }
+                        _ => {
+                            let _ = tokio::signal::ctrl_c().await;
+                        }
+                    }
+                }
+                sender.send_replace(true);
+            });
         }
+        #[cfg(not(unix))]
+        tokio::spawn(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            sender.send_replace(true);
+        });
+        tx
+    })
+}
+
+/// Starts listening for the stop (inside the runtime, at the start of a command that stops in
+/// order). [`signal`] does it too; calling it first wakes the command the moment a stop comes.
+pub fn listen_for_stop() {
+    stopped();
+}
+
+/// SIGINT or SIGTERM: completes when one has come, at once if one came already (at any time
+/// since the first statement of `main`).
+pub fn signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+    let mut rx = stopped().subscribe();
+    async move {
+        // An error means the listener is gone, which it never is before the process ends.
+        let _ = rx.wait_for(|stopped| *stopped).await;
     }
 }
 
@@ -81,7 +186,15 @@ where
     let stop = signal();
     tokio::pin!(stop);
     loop {
-        let e = match attempt().await {
+        // A stop ends an attempt in progress too: against a store that does not answer, an
+        // attempt lasts up to the attempt timeout (10 s), and a stop must not wait for it. The
+        // attempts only read and create what is missing, so dropping one halfway is harmless.
+        let result = tokio::select! {
+            biased;
+            _ = &mut stop => return Ok(None),
+            r = attempt() => r,
+        };
+        let e = match result {
             Ok(t) => return Ok(Some(t)),
             Err(e) if matches!(e.class(), ErrorClass::Transient | ErrorClass::Throttled) => e,
             Err(e) => return Err(e.into()),

@@ -46,12 +46,18 @@ pub enum RemovalKind {
 }
 
 pub fn classify(r: &Removal<'_>) -> RemovalKind {
+    judge(r).unwrap_or(RemovalKind::Other)
+}
+
+/// As [`classify`], with the reason when `r` is no expiry: `Ok` holds
+/// [`RemovalKind::NativeTtl`] or [`RemovalKind::Expired`].
+pub fn judge(r: &Removal<'_>) -> Result<RemovalKind, LeftOut> {
     if r.service_principal == Some(NATIVE_TTL_PRINCIPAL) {
-        return RemovalKind::NativeTtl;
+        return Ok(RemovalKind::NativeTtl);
     }
     match left_out(r) {
-        None => RemovalKind::Expired,
-        Some(_) => RemovalKind::Other,
+        None => Ok(RemovalKind::Expired),
+        Some(why) => Err(why),
     }
 }
 

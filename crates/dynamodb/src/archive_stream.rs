@@ -5,6 +5,13 @@
 //! shard's sequence number in a small DynamoDB table (created on first use). Killed at any
 //! point, it starts again from the checkpoints: every expiry is archived at least once, with its
 //! sequence number, so duplicates can be dropped by it.
+//!
+//! A REMOVE that is no expiry is left out, and that must never be silent: each is counted in
+//! [`precise_ttl_engine::metrics::ARCHIVE_LEFT_OUT`] by its reason when its page is written, and
+//! logged (the first, then at most one line a minute with the count since). How finely the
+//! stream dates its records decides which deletes are expiries; [`ResolutionRule`] settles it
+//! for each page before the page is classified, since the page is checkpointed past once
+//! written.
 
 use crate::connect::Dynamo;
 use crate::error::AdapterError;
@@ -13,21 +20,30 @@ use crate::stream::stream_error;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::types::StreamViewType;
 use aws_sdk_dynamodbstreams::types::{
-    AttributeValue as StreamValue, OperationType, ShardIteratorType,
+    AttributeValue as StreamValue, OperationType, Record, ShardIteratorType,
 };
 use precise_ttl_archive::Sink;
 use precise_ttl_core::expiry::TtlValue;
-use precise_ttl_core::removal::{Removal, RemovalKind, classify};
+use precise_ttl_core::removal::{
+    LeftOut, Removal, RemovalKind, ResolutionRule, ResolutionSetting, StreamSource, judge,
+};
 use precise_ttl_core::{ErrorClass, Expiry, Timestamp};
+use precise_ttl_engine::metrics as m;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::time::Instant;
 
 pub const DEFAULT_CHECKPOINT_TABLE: &str = "precise-ttl-archive-checkpoints";
 const STREAM: &str = "stream";
 const SHARD: &str = "shard";
 const SEQUENCE: &str = "sequence";
 const FINISHED: &str = "finished";
+/// At most one line a minute about REMOVEs left out (the first at once), and about a stream
+/// that keeps failing, every ten seconds: what the counters say, without a line per record.
+const LEFT_OUT_LOG_EVERY: Duration = Duration::from_secs(60);
+const FAILURE_LOG_EVERY: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone)]
 pub struct ArchiveOptions {
@@ -37,7 +53,8 @@ pub struct ArchiveOptions {
     pub poll_interval: Duration,
     /// How finely the stream dates its records: DynamoDB rounds `ApproximateCreationDateTime`
     /// down to the second (AWS documentation); DynamoDB Local down to the minute (measured).
-    pub record_time_resolution: Duration,
+    /// `Auto` tells them apart ([`ResolutionRule`]).
+    pub record_time_resolution: ResolutionSetting,
 }
 
 /// What a run archived.
@@ -49,6 +66,77 @@ pub struct ArchiveReport {
     pub native: u64,
     /// REMOVE records that were not expiries.
     pub other_removes: u64,
+}
+
+/// How a running archive is doing, for `/healthz`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArchiveHealth {
+    /// No pass over the stream has completed yet (the store not reached, or still opening).
+    Starting,
+    /// The last pass over every shard completed within the allowed time.
+    Reading,
+    /// The last completed pass is this long ago.
+    Stale(Duration),
+}
+
+#[derive(Debug, Default)]
+struct ProgressState {
+    report: ArchiveReport,
+    last_pass: Option<Instant>,
+}
+
+/// What the archive has written so far and when it last read the whole stream, shared with
+/// whoever reports on it (`/healthz`, the stop line). Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct ArchiveProgress(Arc<Mutex<ProgressState>>);
+
+impl ArchiveProgress {
+    pub fn report(&self) -> ArchiveReport {
+        self.lock().report
+    }
+
+    pub fn health(&self, now: Instant, stale_after: Duration) -> ArchiveHealth {
+        match self.lock().last_pass {
+            None => ArchiveHealth::Starting,
+            Some(at) if now.saturating_duration_since(at) > stale_after => {
+                ArchiveHealth::Stale(now.saturating_duration_since(at))
+            }
+            Some(_) => ArchiveHealth::Reading,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ProgressState> {
+        // A panic elsewhere while holding it leaves plain counters behind: still readable.
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn passed(&self, at: Instant) {
+        self.lock().last_pass = Some(at);
+    }
+
+    /// A page written: its counts go to the report and the counters together.
+    fn written(&self, page: &PageCounts) {
+        let mut state = self.lock();
+        state.report.records += page.records;
+        state.report.native += page.native;
+        let left_out: u64 = page.left_out.values().sum();
+        state.report.other_removes += left_out;
+        drop(state);
+        metrics::counter!(m::ARCHIVE_RECORDS).increment(page.records);
+        metrics::counter!(m::ARCHIVE_NATIVE_RECORDS).increment(page.native);
+        for (reason, n) in &page.left_out {
+            metrics::counter!(m::ARCHIVE_LEFT_OUT, "reason" => reason.label()).increment(*n);
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct PageCounts {
+    records: u64,
+    native: u64,
+    left_out: HashMap<LeftOut, u64>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -65,11 +153,24 @@ fn fatal(message: String) -> AdapterError {
     }
 }
 
-/// The table's stream, checked, and where each of its shards was archived up to.
+/// The table's stream, checked, where each of its shards was archived up to, and the
+/// record-time resolution to read it with.
 #[derive(Debug)]
 pub struct OpenedStream {
     arn: String,
     checkpoints: HashMap<String, Checkpoint>,
+    resolution: ResolutionRule,
+}
+
+impl OpenedStream {
+    pub fn arn(&self) -> &str {
+        &self.arn
+    }
+
+    /// The record-time resolution in force and why ([`ResolutionRule::describe`]).
+    pub fn resolution(&self) -> &ResolutionRule {
+        &self.resolution
+    }
 }
 
 /// Checks the table's stream carries old images, creates the checkpoint table if missing and
@@ -118,114 +219,230 @@ pub async fn open(
     )
     .await?;
     let checkpoints = load_checkpoints(dynamo, &options.checkpoint_table, &arn).await?;
-    Ok(OpenedStream { arn, checkpoints })
+    let resolution = ResolutionRule::new(
+        options.record_time_resolution,
+        StreamSource::of(&arn, dynamo.endpoint.as_deref()),
+    );
+    Ok(OpenedStream {
+        arn,
+        checkpoints,
+        resolution,
+    })
 }
 
-/// Archives `table`'s expiries into `sink` until `stop` completes, from where `opened` says.
+/// Archives `table`'s expiries into `sink` until `stop` completes, from where `opened` says;
+/// `progress` follows it. Returns what this run wrote.
 pub async fn archive(
     dynamo: &Dynamo,
     table: &str,
     opened: OpenedStream,
     sink: &Sink,
     options: &ArchiveOptions,
+    progress: &ArchiveProgress,
     stop: impl Future<Output = ()>,
 ) -> Result<ArchiveReport, AdapterError> {
     let OpenedStream {
         arn,
-        mut checkpoints,
+        checkpoints,
+        resolution,
     } = opened;
-    let mut iterators: HashMap<String, String> = HashMap::new();
-    let mut report = ArchiveReport::default();
+    if let Some(warning) = resolution.mismatch() {
+        tracing::warn!(stream = %arn, "{warning}");
+    }
+    metrics::gauge!(m::ARCHIVE_RESOLUTION).set(resolution.current().as_secs_f64());
+    let mut tail = Tail {
+        dynamo,
+        table,
+        arn,
+        sink,
+        options,
+        progress,
+        checkpoints,
+        iterators: HashMap::new(),
+        resolution,
+        left_out_log: LeftOutLog::default(),
+    };
+    let mut failures = 0u32;
+    let mut warned: Option<Instant> = None;
     tokio::pin!(stop);
     loop {
-        let pass = pass(
-            dynamo,
-            table,
-            &arn,
-            sink,
-            options,
-            &mut checkpoints,
-            &mut iterators,
-            &mut report,
-        );
         let progressed = tokio::select! {
-            _ = &mut stop => return Ok(report),
-            r = pass => match r {
-                Ok(p) => p,
+            _ = &mut stop => return Ok(progress.report()),
+            r = tail.pass() => match r {
+                Ok(p) => {
+                    failures = 0;
+                    p
+                }
                 Err(e) if e.class() == ErrorClass::Fatal => return Err(e),
                 Err(e) => {
-                    tracing::warn!(error = %e, "reading the stream failed; trying again");
+                    failures = failures.saturating_add(1);
+                    if warned.is_none_or(|t| t.elapsed() >= FAILURE_LOG_EVERY) {
+                        tracing::warn!(error = %e, failures, "reading the stream failed; trying again");
+                        warned = Some(Instant::now());
+                    }
                     false
                 }
             },
         };
         if !progressed {
             tokio::select! {
-                _ = &mut stop => return Ok(report),
+                _ = &mut stop => return Ok(progress.report()),
                 _ = tokio::time::sleep(options.poll_interval) => {}
             }
         }
     }
 }
 
-/// One pass over the shards; true if any records came.
-#[allow(clippy::too_many_arguments)]
-async fn pass(
-    dynamo: &Dynamo,
-    table: &str,
-    arn: &str,
-    sink: &Sink,
-    options: &ArchiveOptions,
-    checkpoints: &mut HashMap<String, Checkpoint>,
-    iterators: &mut HashMap<String, String>,
-    report: &mut ArchiveReport,
-) -> Result<bool, AdapterError> {
-    let shards = list_shards(dynamo, arn).await?;
-    let ids: HashSet<&str> = shards.iter().map(|(id, _)| id.as_str()).collect();
-    let mut progressed = false;
-    for (id, parent) in &shards {
-        let done = |s: &str| checkpoints.get(s).is_some_and(|c| c.finished);
-        if done(id) {
-            continue;
+/// The first REMOVE left out is logged at once; later ones at most once a minute, with how many
+/// were left out since the last line.
+#[derive(Debug, Default)]
+struct LeftOutLog {
+    last: Option<Instant>,
+    since_last: u64,
+}
+
+impl LeftOutLog {
+    fn left_out(
+        &mut self,
+        record: &Record,
+        why: LeftOut,
+        ttl_attribute: &str,
+        resolution: &ResolutionRule,
+        used: Duration,
+    ) {
+        self.since_last += 1;
+        if self.last.is_some_and(|t| t.elapsed() < LEFT_OUT_LOG_EVERY) {
+            return;
         }
-        // Parent before child: a child's records come after its parent's.
-        if let Some(p) = parent
-            && ids.contains(p.as_str())
-            && !done(p)
+        let d = record.dynamodb();
+        let created = d
+            .and_then(|d| d.approximate_creation_date_time())
+            .map(|t| t.secs());
+        let ttl = match d
+            .and_then(|d| d.old_image())
+            .and_then(|i| i.get(ttl_attribute))
         {
-            continue;
-        }
-        let mut iterator = match iterators.remove(id) {
-            Some(it) => it,
-            None => {
-                let cp = checkpoints.get(id).cloned().unwrap_or_default();
-                let mut req = dynamo
-                    .streams
-                    .get_shard_iterator()
-                    .stream_arn(arn)
-                    .shard_id(id);
-                req = match &cp.sequence {
-                    Some(seq) => req
-                        .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
-                        .sequence_number(seq),
-                    None => req.shard_iterator_type(ShardIteratorType::TrimHorizon),
-                };
-                match req.send().await {
-                    Ok(out) => match out.shard_iterator {
-                        Some(it) => it,
-                        None => continue,
-                    },
-                    Err(e) => {
-                        return Err(stream_error(
-                            "GetShardIterator",
-                            aws_sdk_dynamodb::error::DisplayErrorContext(e),
-                        ));
-                    }
-                }
-            }
+            None => "none".to_string(),
+            Some(StreamValue::N(n)) => n.clone(),
+            Some(_) => "not a Number".to_string(),
         };
+        // The one mistake this line exists for: a resolution finer than the stream's.
+        let hint = (why == LeftOut::NotDue
+            && used < Duration::from_secs(60)
+            && created.is_some_and(|s| s.rem_euclid(60) == 0))
+        .then_some(
+            "the record's time is a whole minute: if this stream dates its records to the minute (DynamoDB Local does), give --record-time-resolution 1m (or auto)",
+        );
+        tracing::warn!(
+            reason = why.label(),
+            why = %why,
+            sequence = d.and_then(|d| d.sequence_number()).unwrap_or(""),
+            record_time = created.unwrap_or_default(),
+            ttl,
+            resolution = %resolution.describe(),
+            left_out_since_last_line = self.since_last,
+            hint = hint.unwrap_or(""),
+            "a stream REMOVE was left out of the archive: no expiry"
+        );
+        self.last = Some(Instant::now());
+        self.since_last = 0;
+    }
+}
+
+/// The archive's state while it tails the stream.
+struct Tail<'a> {
+    dynamo: &'a Dynamo,
+    table: &'a str,
+    arn: String,
+    sink: &'a Sink,
+    options: &'a ArchiveOptions,
+    progress: &'a ArchiveProgress,
+    checkpoints: HashMap<String, Checkpoint>,
+    iterators: HashMap<String, String>,
+    resolution: ResolutionRule,
+    left_out_log: LeftOutLog,
+}
+
+impl Tail<'_> {
+    /// One pass over the shards; true if any records came.
+    async fn pass(&mut self) -> Result<bool, AdapterError> {
+        let shards = list_shards(self.dynamo, &self.arn).await?;
+        let ids: HashSet<&str> = shards.iter().map(|(id, _)| id.as_str()).collect();
+        let mut progressed = false;
+        for (id, parent) in &shards {
+            let done = |s: &str| self.checkpoints.get(s).is_some_and(|c| c.finished);
+            if done(id) {
+                continue;
+            }
+            // Parent before child: a child's records come after its parent's.
+            if let Some(p) = parent
+                && ids.contains(p.as_str())
+                && !done(p)
+            {
+                continue;
+            }
+            let iterator = match self.iterators.remove(id) {
+                Some(it) => it,
+                None => match self.iterator_from_checkpoint(id).await? {
+                    Some(it) => it,
+                    None => continue,
+                },
+            };
+            progressed |= self.read_shard(id, iterator).await?;
+        }
+        self.progress.passed(Instant::now());
+        Ok(progressed)
+    }
+
+    /// A shard iterator after the shard's checkpoint (or at its trim horizon without one).
+    async fn iterator_from_checkpoint(&self, id: &str) -> Result<Option<String>, AdapterError> {
+        let cp = self.checkpoints.get(id).cloned().unwrap_or_default();
+        let request = |kind: ShardIteratorType, sequence: Option<&String>| {
+            self.dynamo
+                .streams
+                .get_shard_iterator()
+                .stream_arn(&self.arn)
+                .shard_id(id)
+                .shard_iterator_type(kind)
+                .set_sequence_number(sequence.cloned())
+                .send()
+        };
+        let answer = match &cp.sequence {
+            None => request(ShardIteratorType::TrimHorizon, None).await,
+            Some(seq) => match request(ShardIteratorType::AfterSequenceNumber, Some(seq)).await {
+                // The checkpoint is older than the stream keeps records (24 hours): what lay
+                // between it and the trim horizon is gone from the stream. Waiting would not
+                // bring it back and would archive nothing more, so the archive says so, loudly,
+                // and goes on from the oldest record left.
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(|se| se.is_trimmed_data_access_exception()) =>
+                {
+                    tracing::error!(
+                        shard = %id,
+                        checkpoint = %seq,
+                        "the stream no longer holds the records after this shard's checkpoint (it keeps them 24 hours): the expiries among them cannot be archived; resuming at the oldest record it holds"
+                    );
+                    request(ShardIteratorType::TrimHorizon, None).await
+                }
+                other => other,
+            },
+        };
+        match answer {
+            Ok(out) => Ok(out.shard_iterator),
+            Err(e) => Err(stream_error(
+                "GetShardIterator",
+                aws_sdk_dynamodb::error::DisplayErrorContext(e),
+            )),
+        }
+    }
+
+    /// Reads one shard from `iterator` until it has nothing new; true if any records came.
+    async fn read_shard(&mut self, id: &str, mut iterator: String) -> Result<bool, AdapterError> {
+        let mut progressed = false;
         loop {
-            let out = match dynamo
+            let out = match self
+                .dynamo
                 .streams
                 .get_records()
                 .shard_iterator(&iterator)
@@ -238,67 +455,110 @@ async fn pass(
                 // from the checkpoint.
                 Err(e) => {
                     tracing::warn!(shard = %id, error = %aws_sdk_dynamodb::error::DisplayErrorContext(e), "stream read failed; resuming from the checkpoint");
-                    break;
+                    return Ok(progressed);
                 }
             };
-            let mut lines = Vec::new();
-            let mut last = None;
-            for record in out.records() {
-                last = record
-                    .dynamodb()
-                    .and_then(|d| d.sequence_number())
-                    .map(str::to_string)
-                    .or(last);
-                let images = record
-                    .dynamodb()
-                    .map(|d| (d.old_image().is_some(), d.new_image().is_some()));
-                let local_ttl = match record.event_name() {
-                    Some(OperationType::Remove) => false,
-                    // DynamoDB Local's own TTL deleter writes its deletes with an event name no
-                    // SDK knows and no userIdentity (docs/expiry-records.md); nothing else writes
-                    // an old image without a new one under an unknown name.
-                    Some(OperationType::Insert | OperationType::Modify) | None => continue,
-                    Some(_) if images == Some((true, false)) => true,
-                    Some(_) => continue,
-                };
-                match expiry_record(record, table, options, local_ttl) {
-                    Some(r) => {
-                        report.records += 1;
-                        if r.deleted_by == DeletedBy::NativeTtl {
-                            report.native += 1;
-                        }
-                        lines.push(r.to_json().to_string());
-                    }
-                    None => report.other_removes += 1,
-                }
-            }
+            let (lines, counts) = self.classify_page(out.records());
+            let last = out
+                .records()
+                .iter()
+                .rev()
+                .find_map(|r| r.dynamodb().and_then(|d| d.sequence_number()))
+                .map(str::to_string);
             progressed |= !out.records().is_empty();
             // Durable first, then the checkpoint: a crash between the two repeats records,
             // never loses them.
-            sink.write(lines)
+            self.sink
+                .write(lines)
                 .await
                 .map_err(|e| fatal(format!("the archive sink failed: {e}")))?;
+            self.progress.written(&counts);
             let next = out.next_shard_iterator().map(str::to_string);
-            let cp = checkpoints.entry(id.clone()).or_default();
+            let cp = self.checkpoints.entry(id.to_string()).or_default();
             let moved = last.is_some();
             if moved {
                 cp.sequence = last;
             }
             cp.finished = next.is_none();
             if moved || cp.finished {
-                save_checkpoint(dynamo, &options.checkpoint_table, arn, id, cp).await?;
+                let cp = cp.clone();
+                save_checkpoint(
+                    self.dynamo,
+                    &self.options.checkpoint_table,
+                    &self.arn,
+                    id,
+                    &cp,
+                )
+                .await?;
             }
             match next {
-                None => break,
+                None => return Ok(progressed),
                 Some(n) if out.records().is_empty() => {
-                    iterators.insert(id.clone(), n);
-                    break;
+                    self.iterators.insert(id.to_string(), n);
+                    return Ok(progressed);
                 }
                 Some(n) => iterator = n,
             }
         }
     }
-    Ok(progressed)
+
+    /// The page's expiry records as JSON lines, and its counts. The resolution is decided from
+    /// every record time of the page before any record is classified.
+    fn classify_page(&mut self, records: &[Record]) -> (Vec<String>, PageCounts) {
+        let resolution = self.resolution.for_batch(
+            records
+                .iter()
+                .filter_map(|r| r.dynamodb()?.approximate_creation_date_time())
+                .map(|t| Timestamp::from_millis(millis(t))),
+        );
+        metrics::gauge!(m::ARCHIVE_RESOLUTION).set(resolution.as_secs_f64());
+        let mut lines = Vec::new();
+        let mut counts = PageCounts::default();
+        for record in records {
+            let images = record
+                .dynamodb()
+                .map(|d| (d.old_image().is_some(), d.new_image().is_some()));
+            let local_ttl = match record.event_name() {
+                Some(OperationType::Remove) => false,
+                // DynamoDB Local's own TTL deleter writes its deletes with an event name no SDK
+                // knows and no userIdentity (docs/expiry-records.md); nothing else writes an old
+                // image without a new one under an unknown name.
+                Some(OperationType::Insert | OperationType::Modify) | None => continue,
+                Some(_) if images == Some((true, false)) => true,
+                Some(_) => continue,
+            };
+            match expiry_record(
+                record,
+                self.table,
+                &self.options.ttl_attribute,
+                resolution,
+                local_ttl,
+            ) {
+                Ok(r) => {
+                    counts.records += 1;
+                    if r.deleted_by == DeletedBy::NativeTtl {
+                        counts.native += 1;
+                    }
+                    lines.push(r.to_json().to_string());
+                }
+                Err(why) => {
+                    *counts.left_out.entry(why).or_default() += 1;
+                    self.left_out_log.left_out(
+                        record,
+                        why,
+                        &self.options.ttl_attribute,
+                        &self.resolution,
+                        resolution,
+                    );
+                }
+            }
+        }
+        (lines, counts)
+    }
+}
+
+fn millis(t: &aws_smithy_types::DateTime) -> i64 {
+    t.secs() * 1000 + i64::from(t.subsec_nanos()) / 1_000_000
 }
 
 async fn list_shards(
@@ -336,16 +596,19 @@ async fn list_shards(
     }
 }
 
-/// The record of a REMOVE, if it is an expiry.
+/// The record of a REMOVE if it is an expiry, else why not.
 fn expiry_record(
-    record: &aws_sdk_dynamodbstreams::types::Record,
+    record: &Record,
     table: &str,
-    options: &ArchiveOptions,
+    ttl_attribute: &str,
+    resolution: Duration,
     local_ttl: bool,
-) -> Option<ExpiryRecord> {
-    let d = record.dynamodb()?;
-    let created = d.approximate_creation_date_time()?;
-    let created_ms = created.secs() * 1000 + i64::from(created.subsec_nanos()) / 1_000_000;
+) -> Result<ExpiryRecord, LeftOut> {
+    let d = record.dynamodb().ok_or(LeftOut::NoRecordTime)?;
+    let created = d
+        .approximate_creation_date_time()
+        .ok_or(LeftOut::NoRecordTime)?;
+    let created_ms = millis(created);
     let old_image: HashMap<String, AttributeValue> = d
         .old_image()
         .map(|m| m.iter().map(|(k, v)| (k.clone(), convert(v))).collect())
@@ -355,21 +618,20 @@ fn expiry_record(
         .filter(|i| i.r#type() == Some("Service"))
         .and_then(|i| i.principal_id())
         .or(local_ttl.then_some(precise_ttl_core::removal::NATIVE_TTL_PRINCIPAL));
-    let ttl = match old_image.get(&options.ttl_attribute) {
+    let ttl = match old_image.get(ttl_attribute) {
         None => TtlValue::Missing,
         Some(AttributeValue::N(n)) => TtlValue::Number(n),
         Some(_) => TtlValue::Other("not a Number"),
     };
-    let kind = classify(&Removal {
+    let removal = Removal {
         service_principal: principal,
         old_ttl: ttl.clone(),
         created_at: Timestamp::from_millis(created_ms),
-        resolution: options.record_time_resolution,
-    });
-    let deleted_by = match kind {
+        resolution,
+    };
+    let deleted_by = match judge(&removal)? {
         RemovalKind::NativeTtl => DeletedBy::NativeTtl,
-        RemovalKind::Expired => DeletedBy::PreciseTtl,
-        RemovalKind::Other => return None,
+        _ => DeletedBy::PreciseTtl,
     };
     let lag_ms = match ttl {
         TtlValue::Number(n) => Expiry::parse_number(n)
@@ -377,7 +639,7 @@ fn expiry_record(
             .map(|e| (created_ms - e.at().as_millis()).max(0)),
         _ => None,
     };
-    Some(ExpiryRecord {
+    Ok(ExpiryRecord {
         table: table.to_string(),
         keys: d
             .keys()

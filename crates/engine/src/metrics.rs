@@ -53,6 +53,47 @@ pub const CLOCK_LEAD: &str = "precise_ttl_clock_lead_seconds";
 /// The store's clock minus this host's: the middle of the interval the `Date` headers allow.
 pub const CLOCK_OFFSET: &str = "precise_ttl_clock_offset_seconds";
 
+/// `precise-ttl archive` (and the Lambda function as the stream's consumer): expiry records
+/// written to the sink and made durable, ours and native TTL's.
+pub const ARCHIVE_RECORDS: &str = "precise_ttl_archive_records_total";
+/// Of [`ARCHIVE_RECORDS`], native TTL's deletes.
+pub const ARCHIVE_NATIVE_RECORDS: &str = "precise_ttl_archive_native_records_total";
+/// Stream REMOVE records left out as not expiries, labelled `reason` (the labels of
+/// `precise_ttl_core::removal::LeftOut`: `not_due`, `no_ttl`, `ttl_not_a_number`, `too_old`,
+/// `no_record_time`). A rise of `not_due` while a sweeper runs means the record-time resolution
+/// is finer than the stream's.
+pub const ARCHIVE_LEFT_OUT: &str = "precise_ttl_archive_left_out_removes_total";
+/// The record-time resolution the archive classifies with now.
+pub const ARCHIVE_RESOLUTION: &str = "precise_ttl_archive_record_time_resolution_seconds";
+
+/// Registers the archive's descriptions and its counters at zero, each `reason` too (as
+/// [`describe`] does for the daemon's).
+pub fn describe_archive() {
+    metrics::counter!(ARCHIVE_RECORDS).increment(0);
+    metrics::counter!(ARCHIVE_NATIVE_RECORDS).increment(0);
+    for reason in precise_ttl_core::removal::LeftOut::ALL {
+        metrics::counter!(ARCHIVE_LEFT_OUT, "reason" => reason.label()).increment(0);
+    }
+    use metrics::{Unit, describe_counter, describe_gauge};
+    describe_counter!(
+        ARCHIVE_RECORDS,
+        "Expiry records archived from the table's stream (ours and native TTL's)"
+    );
+    describe_counter!(
+        ARCHIVE_NATIVE_RECORDS,
+        "Of the archived expiry records, native TTL's"
+    );
+    describe_counter!(
+        ARCHIVE_LEFT_OUT,
+        "Stream REMOVE records left out of the archive as not expiries, by reason"
+    );
+    describe_gauge!(
+        ARCHIVE_RESOLUTION,
+        Unit::Seconds,
+        "How finely the archive takes the stream to date its records"
+    );
+}
+
 /// Histogram buckets for [`LAG_SECONDS`], dense where the product's promise lies (≤ 100 ms).
 pub const LAG_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0, 600.0,
