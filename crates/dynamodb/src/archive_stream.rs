@@ -333,17 +333,22 @@ impl LeftOutLog {
         .then_some(
             "the record's time is a whole minute: if this stream dates its records to the minute (DynamoDB Local does), give --record-time-resolution 1m (or auto)",
         );
-        tracing::warn!(
-            reason = why.label(),
-            why = %why,
-            sequence = d.and_then(|d| d.sequence_number()).unwrap_or(""),
-            record_time = created.unwrap_or_default(),
-            ttl,
-            resolution = %resolution.describe(),
-            left_out_since_last_line = self.since_last,
-            hint = hint.unwrap_or(""),
-            "a stream REMOVE was left out of the archive: no expiry"
-        );
+        let sequence = d.and_then(|d| d.sequence_number()).unwrap_or("");
+        let record_time = created.unwrap_or_default();
+        let resolution = resolution.describe();
+        let since = self.since_last;
+        match hint {
+            Some(hint) => tracing::warn!(
+                reason = why.label(), why = %why, sequence, record_time, ttl, resolution,
+                left_out_since_last_line = since, hint,
+                "a stream REMOVE was left out of the archive: no expiry"
+            ),
+            None => tracing::warn!(
+                reason = why.label(), why = %why, sequence, record_time, ttl, resolution,
+                left_out_since_last_line = since,
+                "a stream REMOVE was left out of the archive: no expiry"
+            ),
+        }
         self.last = Some(Instant::now());
         self.since_last = 0;
     }

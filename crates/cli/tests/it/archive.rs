@@ -213,8 +213,8 @@ fn archive_child(table: &str, dir: &std::path::Path, checkpoints: &str) -> std::
             "--to",
         ])
         .arg(format!("file://{}", dir.display()))
-        // DynamoDB Local dates stream records to the minute.
-        .args(["--record-time-resolution", "1m"])
+        // Default settings: `auto` knows DynamoDB Local's stream, which dates records to the
+        // minute.
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -387,4 +387,218 @@ async fn archive_keeps_native_ttl_deletes_marked_as_the_services() {
         .table_name(&checkpoints)
         .send()
         .await;
+}
+
+/// `archive` with metrics on a free port and its standard error collected: the child, the base
+/// URL of `/metrics` and `/healthz`, and the messages so far.
+fn archive_with_metrics(
+    table: &str,
+    dir: &std::path::Path,
+    checkpoints: &str,
+    extra: &[&str],
+) -> (
+    std::process::Child,
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
+        .args(["archive", "--table", table, "--endpoint-url", endpoint()])
+        .args([
+            "--checkpoint-table",
+            checkpoints,
+            "--poll-interval",
+            "200ms",
+        ])
+        .args(["--metrics-addr", "127.0.0.1:0", "--to"])
+        .arg(format!("file://{}", dir.display()))
+        .args(extra)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let url = first[first.find("http://").expect("metrics URL printed")..].trim();
+    let base = url.trim_end_matches("/metrics").to_string();
+    let messages = std::sync::Arc::new(std::sync::Mutex::new(vec![first.clone()]));
+    let collected = std::sync::Arc::clone(&messages);
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            collected.lock().unwrap().push(line);
+        }
+    });
+    (child, base, messages)
+}
+
+/// The value of the sample `name` (with its labels, as `/metrics` writes them) on `page`.
+fn sample(page: &str, name: &str) -> Option<f64> {
+    page.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// A REMOVE `archive` leaves out is never silent: counted by reason on `/metrics` and logged.
+/// Two archives read one stream of DynamoDB Local, which dates records to the minute: by
+/// default (`auto`, 1 m here) our on-time deletes are expiries and the application's early
+/// delete is counted out; told 1 s, every delete looks early, and it says so at start, in a
+/// warning with the way out, and in the counters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archive_counts_and_logs_every_remove_it_leaves_out() {
+    let table = table_with_index().await;
+    precise_ttl()
+        .args([
+            "setup",
+            "--table",
+            &table.name,
+            "--no-native-ttl",
+            "--stream",
+        ])
+        .assert()
+        .success();
+    // 10 to 40 s into a minute: the deletes below fall well inside the minute of their TTL,
+    // whose start DynamoDB Local dates their records to, more than a second before the TTL.
+    loop {
+        let into_minute = crate::support::now().as_millis().rem_euclid(60_000);
+        if (10_000..40_000).contains(&into_minute) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let due: BTreeSet<String> = (0..3).map(|i| format!("due-{i}")).collect();
+    let mut items: Vec<_> = due
+        .iter()
+        .enumerate()
+        .map(|(i, k)| item(k, &[("ttl", at(-1_500)), ("ttl_shard", n(i))]))
+        .collect();
+    items.push(item(
+        "app-delete",
+        &[("ttl", at(3_600_000)), ("ttl_shard", n(0))],
+    ));
+    table.put_many(items).await;
+    precise_ttl()
+        .args(["sweep", "--table", &table.name])
+        .assert()
+        .success();
+    table
+        .dynamo
+        .write
+        .delete_item()
+        .table_name(&table.name)
+        .key("pk", s("app-delete"))
+        .send()
+        .await
+        .unwrap();
+
+    let (auto_dir, fine_dir) = (archive_dir(), archive_dir());
+    let checkpoints: Vec<String> = (0..2)
+        .map(|_| format!("precise-ttl-test-cp-{:08x}", fastrand::u32(..)))
+        .collect();
+    let (mut auto, auto_base, auto_log) =
+        archive_with_metrics(&table.name, &auto_dir, &checkpoints[0], &[]);
+    let (mut fine, fine_base, fine_log) = archive_with_metrics(
+        &table.name,
+        &fine_dir,
+        &checkpoints[1],
+        &["--record-time-resolution", "1s"],
+    );
+    let left_out = "precise_ttl_archive_left_out_removes_total{reason=\"not_due\"}";
+    let started = Instant::now();
+    let (auto_page, fine_page) = loop {
+        let auto_page = crate::daemon::http_get(&format!("{auto_base}/metrics"));
+        let fine_page = crate::daemon::http_get(&format!("{fine_base}/metrics"));
+        let done = sample(&auto_page, "precise_ttl_archive_records_total") == Some(3.0)
+            && sample(&auto_page, left_out) == Some(1.0)
+            && sample(&fine_page, left_out) == Some(4.0);
+        if done || started.elapsed() > Duration::from_secs(30) {
+            break (auto_page, fine_page);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let healthz = crate::daemon::http_get(&format!("{auto_base}/healthz"));
+    crate::support::terminate(&auto);
+    assert!(auto.wait().unwrap().success());
+    crate::support::terminate(&fine);
+    assert!(fine.wait().unwrap().success());
+    let (auto_log, fine_log) = (
+        auto_log.lock().unwrap().join("\n"),
+        fine_log.lock().unwrap().join("\n"),
+    );
+
+    // auto: the three expiries archived, the application's delete counted out.
+    assert_eq!(
+        sample(&auto_page, "precise_ttl_archive_records_total"),
+        Some(3.0),
+        "{auto_page}\n{auto_log}"
+    );
+    assert_eq!(sample(&auto_page, left_out), Some(1.0), "{auto_page}");
+    assert_eq!(
+        sample(
+            &auto_page,
+            "precise_ttl_archive_record_time_resolution_seconds"
+        ),
+        Some(60.0),
+        "{auto_page}"
+    );
+    assert_eq!(
+        keys(&records(&auto_dir)),
+        due.iter().cloned().collect::<Vec<_>>()
+    );
+    assert!(healthz.starts_with("HTTP/1.0 200"), "{healthz}");
+    assert!(
+        auto_log.contains("record times to 1m (auto: DynamoDB Local"),
+        "{auto_log}"
+    );
+    assert!(
+        auto_log.contains("stopped: 3 expiry records archived (0 by native TTL), 1 other"),
+        "{auto_log}"
+    );
+
+    // 1s: nothing archived, all four counted out, and said so.
+    assert_eq!(
+        sample(&fine_page, "precise_ttl_archive_records_total"),
+        Some(0.0),
+        "{fine_page}"
+    );
+    assert_eq!(
+        sample(&fine_page, left_out),
+        Some(4.0),
+        "{fine_page}\n{fine_log}"
+    );
+    assert!(
+        fine_log.contains("record times to 1s (as given)"),
+        "{fine_log}"
+    );
+    assert!(
+        fine_log.contains("this is DynamoDB Local's stream, which dates records to the minute"),
+        "{fine_log}"
+    );
+    // The first left out at once, with the way out; the next three within the minute only in
+    // the counter.
+    let warnings: Vec<&str> = fine_log
+        .lines()
+        .filter(|l| l.contains("a stream REMOVE was left out of the archive"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{fine_log}");
+    assert!(warnings[0].contains("not_due"), "{}", warnings[0]);
+    assert!(
+        warnings[0].contains("give --record-time-resolution 1m (or auto)"),
+        "{}",
+        warnings[0]
+    );
+    assert!(
+        fine_log.contains("stopped: 0 expiry records archived (0 by native TTL), 4 other"),
+        "{fine_log}"
+    );
+    for dir in [&auto_dir, &fine_dir] {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    for cp in &checkpoints {
+        let _ = table
+            .dynamo
+            .query
+            .delete_table()
+            .table_name(cp)
+            .send()
+            .await;
+    }
 }

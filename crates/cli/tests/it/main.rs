@@ -18,5 +18,6 @@ mod read;
 mod recovery;
 mod setup;
 mod simulated;
+mod stop;
 mod support;
 mod sweep;
