@@ -5,6 +5,7 @@
 use crate::config::{ConfigError, LambdaConfig};
 use crate::emf::{Document, Unit};
 use crate::event::{EventError, overrides};
+use precise_ttl_core::removal::{ResolutionRule, ResolutionSetting, StreamSource};
 use precise_ttl_core::{ErrorClass, Timestamp};
 use precise_ttl_dynamodb::{AdapterError, ConnectOptions, Dynamo, DynamoStore, LeaseTable};
 use precise_ttl_engine::lease::LeaseConfig;
@@ -102,7 +103,23 @@ pub struct Environment {
     /// `PRECISE_TTL_ARCHIVE`'s sink, opened at the first invocation that needs it (a bucket
     /// that cannot be used fails that invocation in one line; the next one tries again).
     archive: tokio::sync::OnceCell<precise_ttl_archive::Sink>,
+    /// As the stream's consumer: the record-time resolution of each stream this environment
+    /// has seen (what `auto` learnt lives as long as the environment; a cold one starts again
+    /// from the stream's ARN and endpoint), and when it last warned of REMOVEs left out.
+    streams: std::sync::Mutex<StreamState>,
 }
+
+#[derive(Debug, Default)]
+struct StreamState {
+    rules: BTreeMap<String, ResolutionRule>,
+    /// When the last warning about REMOVEs left out was logged, and how many were left out
+    /// since: the first at once, then at most one line a minute.
+    warned: Option<Instant>,
+    left_out_since: u64,
+}
+
+/// At most one warning line a minute about REMOVEs left out.
+const LEFT_OUT_LOG_EVERY: Duration = Duration::from_secs(60);
 
 impl Environment {
     /// `env`: the process environment; `started`: when the process started.
@@ -126,6 +143,7 @@ impl Environment {
             cold: AtomicBool::new(true),
             init: started.elapsed(),
             archive: tokio::sync::OnceCell::new(),
+            streams: std::sync::Mutex::default(),
         }
     }
 
@@ -182,18 +200,23 @@ impl Environment {
     }
 
     /// A DynamoDB Streams batch (the function as the table stream's consumer): its expiry
-    /// records, by the TTL attribute and record-time resolution of the environment.
+    /// records, by the TTL attribute and record-time resolution of the environment
+    /// (`PRECISE_TTL_RECORD_TIME_RESOLUTION`: `auto`, the default, or a duration, as
+    /// `precise-ttl archive --record-time-resolution` takes it). REMOVEs left out are in the
+    /// answer by reason, and warned of in the log (the first at once, then once a minute).
     pub fn stream_batch(
         &self,
         event: &serde_json::Value,
     ) -> Result<crate::stream_event::StreamBatch, InvokeError> {
+        use crate::stream_event::{expiries, record_times, stream_arn};
         let ttl = self
             .env
             .get("PRECISE_TTL_TTL_ATTRIBUTE")
             .map_or("ttl", String::as_str);
-        let resolution = match self.env.get("PRECISE_TTL_RECORD_TIME_RESOLUTION") {
-            None => Duration::from_secs(1),
-            Some(v) => precise_ttl_core::parse_duration(v).map_err(|e| {
+        let setting = match self.env.get("PRECISE_TTL_RECORD_TIME_RESOLUTION") {
+            None => ResolutionSetting::Auto,
+            Some(v) if v.is_empty() => ResolutionSetting::Auto,
+            Some(v) => ResolutionSetting::parse(v).map_err(|e| {
                 InvokeError::Config(ConfigError::Invalid {
                     name: "record-time-resolution".into(),
                     value: v.clone(),
@@ -201,7 +224,41 @@ impl Environment {
                 })
             })?,
         };
-        Ok(crate::stream_event::expiries(event, ttl, resolution))
+        let arn = stream_arn(event).unwrap_or_default();
+        let endpoint = self.dynamo.as_ref().ok().and_then(|d| d.endpoint.clone());
+        // A panic elsewhere while holding the lock leaves plain data behind: still usable.
+        let mut streams = self
+            .streams
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let rule = streams.rules.entry(arn.to_string()).or_insert_with(|| {
+            let rule = ResolutionRule::new(setting, StreamSource::of(arn, endpoint.as_deref()));
+            if let Some(warning) = rule.mismatch() {
+                tracing::warn!(stream = arn, "{warning}");
+            }
+            rule
+        });
+        let resolution = rule.for_batch(record_times(event));
+        let describe = rule.describe();
+        let batch = expiries(event, ttl, resolution);
+        if batch.other_removes > 0 {
+            streams.left_out_since += batch.other_removes;
+            if streams
+                .warned
+                .is_none_or(|t| t.elapsed() >= LEFT_OUT_LOG_EVERY)
+            {
+                tracing::warn!(
+                    stream = arn,
+                    left_out = ?batch.left_out,
+                    left_out_since_last_line = streams.left_out_since,
+                    resolution = %describe,
+                    "stream REMOVE records were left out of the archive: no expiries"
+                );
+                streams.warned = Some(Instant::now());
+                streams.left_out_since = 0;
+            }
+        }
+        Ok(batch)
     }
 
     /// Runs one invocation until `deadline_ms` (epoch ms) minus the safety margin.
@@ -432,4 +489,161 @@ pub fn emf_documents(
         }
     }
     docs
+}
+
+/// A stream batch's counts as one EMF document (and one per reason a REMOVE was left out, with
+/// dimension `reason`), under the names `precise-ttl archive`'s `/metrics` uses.
+pub fn stream_emf_documents(
+    batch: &crate::stream_event::StreamBatch,
+    function: &str,
+    timestamp_ms: u64,
+) -> Vec<Document> {
+    use precise_ttl_engine::metrics as m;
+    let function = ("function".to_string(), function.to_string());
+    let mut docs = vec![Document {
+        namespace: "precise-ttl".into(),
+        timestamp_ms,
+        dimensions: vec![function.clone()],
+        metrics: vec![
+            (
+                m::ARCHIVE_RECORDS.to_string(),
+                Unit::Count,
+                batch.records as f64,
+            ),
+            (
+                m::ARCHIVE_NATIVE_RECORDS.to_string(),
+                Unit::Count,
+                batch.native as f64,
+            ),
+            (
+                m::ARCHIVE_LEFT_OUT.to_string(),
+                Unit::Count,
+                batch.other_removes as f64,
+            ),
+            (
+                m::ARCHIVE_RESOLUTION.to_string(),
+                Unit::Seconds,
+                batch.resolution_seconds,
+            ),
+        ],
+        properties: vec![],
+    }];
+    for (reason, n) in &batch.left_out {
+        docs.push(Document {
+            namespace: "precise-ttl".into(),
+            timestamp_ms,
+            dimensions: vec![function.clone(), ("reason".into(), reason.to_string())],
+            metrics: vec![(m::ARCHIVE_LEFT_OUT.to_string(), Unit::Count, *n as f64)],
+            properties: vec![],
+        });
+    }
+    docs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const LOCAL_ARN: &str =
+        "arn:aws:dynamodb:ddblocal:000000000000:table/sessions/stream/2026-11-27T10:11:56.729";
+    const OTHER_ARN: &str =
+        "arn:aws:dynamodb:us-east-1:000000000000:table/sessions/stream/2026-11-27T10:11:56.729";
+    /// A whole minute.
+    const MINUTE: f64 = 1_800_000_000.0;
+
+    async fn environment(resolution: Option<&str>) -> Environment {
+        let mut env = BTreeMap::from([(
+            "PRECISE_TTL_ENDPOINT_URL".to_string(),
+            "http://127.0.0.1:1".to_string(),
+        )]);
+        if let Some(r) = resolution {
+            env.insert("PRECISE_TTL_RECORD_TIME_RESOLUTION".into(), r.into());
+        }
+        Environment::new(env, Instant::now()).await
+    }
+
+    /// One REMOVE of ours: deleted 45 s after a whole minute, at its TTL.
+    fn batch(arn: &str, created: f64) -> serde_json::Value {
+        let ttl = (MINUTE + 45.0).to_string();
+        json!({"Records": [{
+            "eventID": "1", "eventName": "REMOVE", "eventVersion": "1.1",
+            "eventSource": "aws:dynamodb",
+            "dynamodb": {
+                "ApproximateCreationDateTime": created,
+                "Keys": {"pk": {"S": "a"}},
+                "OldImage": {"pk": {"S": "a"}, "ttl": {"N": ttl}},
+                "SequenceNumber": "1", "StreamViewType": "OLD_IMAGE"
+            },
+            "eventSourceARN": arn
+        }]})
+    }
+
+    #[tokio::test]
+    async fn auto_reads_dynamodb_locals_stream_at_a_minute_and_a_given_value_wins() {
+        let auto = environment(None).await;
+        let b = auto.stream_batch(&batch(LOCAL_ARN, MINUTE)).unwrap();
+        assert_eq!(
+            (b.records, b.other_removes, b.resolution_seconds),
+            (1, 0, 60.0)
+        );
+        let given = environment(Some("1s")).await;
+        let b = given.stream_batch(&batch(LOCAL_ARN, MINUTE)).unwrap();
+        assert_eq!((b.records, b.other_removes), (0, 1));
+        assert_eq!(b.left_out, BTreeMap::from([("not_due", 1)]));
+        let bad = environment(Some("sometimes")).await;
+        assert!(matches!(
+            bad.stream_batch(&batch(LOCAL_ARN, MINUTE)),
+            Err(InvokeError::Config(ConfigError::Invalid { .. }))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_warm_environment_keeps_what_auto_learnt_of_another_endpoint_a_cold_one_starts_over()
+    {
+        let warm = environment(Some("auto")).await;
+        let seconds = |b: crate::stream_event::StreamBatch| b.resolution_seconds;
+        assert_eq!(
+            seconds(warm.stream_batch(&batch(OTHER_ARN, MINUTE)).unwrap()),
+            60.0
+        );
+        // A record time that is not a whole minute: the stream dates to the second.
+        let finer = warm.stream_batch(&batch(OTHER_ARN, MINUTE + 46.0)).unwrap();
+        assert_eq!((finer.resolution_seconds, finer.records), (1.0, 1));
+        assert_eq!(
+            seconds(warm.stream_batch(&batch(OTHER_ARN, MINUTE)).unwrap()),
+            1.0
+        );
+        let cold = environment(None).await;
+        assert_eq!(
+            seconds(cold.stream_batch(&batch(OTHER_ARN, MINUTE)).unwrap()),
+            60.0
+        );
+    }
+
+    #[test]
+    fn a_batchs_counts_go_out_under_the_archives_metric_names() {
+        let batch = crate::stream_event::StreamBatch {
+            records: 2,
+            native: 1,
+            other_removes: 3,
+            left_out: BTreeMap::from([("not_due", 2), ("no_ttl", 1)]),
+            resolution_seconds: 1.0,
+            ..Default::default()
+        };
+        let docs = stream_emf_documents(&batch, "f", 0);
+        assert_eq!(docs.len(), 3);
+        let line = docs[0].line();
+        for name in [
+            precise_ttl_engine::metrics::ARCHIVE_RECORDS,
+            precise_ttl_engine::metrics::ARCHIVE_LEFT_OUT,
+        ] {
+            assert!(line.contains(name), "{line}");
+        }
+        assert!(
+            docs[1].line().contains("\"reason\":\"no_ttl\""),
+            "{}",
+            docs[1].line()
+        );
+    }
 }

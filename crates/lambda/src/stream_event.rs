@@ -5,15 +5,21 @@
 //! stream record itself with `userIdentity` saying who expired it (`precise-ttl` when the stream
 //! had none), the table name and the lag. This replaces AWS's documented `userIdentity` filter,
 //! which drops every item a sweeper expires. The event source mapping does the checkpointing.
+//!
+//! The record-time resolution is decided for each batch before it is classified, from the
+//! batch's stream and record times ([`record_times`], [`stream_arn`];
+//! [`precise_ttl_core::removal::ResolutionRule`]), as `precise-ttl archive` does per page: the
+//! mapping moves past a batch once it is answered.
 
 use precise_ttl_core::Timestamp;
 use precise_ttl_core::expiry::{Expiry, TtlValue};
-use precise_ttl_core::removal::{Removal, RemovalKind, classify};
+use precise_ttl_core::removal::{LeftOut, Removal, RemovalKind, judge};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// What one batch held.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct StreamBatch {
     /// Expiry records, one JSON line each.
     #[serde(skip)]
@@ -21,7 +27,30 @@ pub struct StreamBatch {
     pub records: u64,
     pub native: u64,
     pub other_removes: u64,
+    /// [`Self::other_removes`] by reason (the labels of [`LeftOut`]).
+    pub left_out: BTreeMap<&'static str, u64>,
     pub not_removes: u64,
+    /// The record-time resolution the batch was classified with, in seconds.
+    pub resolution_seconds: f64,
+}
+
+/// The ARN of the stream the batch came from (one mapping, one stream).
+pub fn stream_arn(event: &Value) -> Option<&str> {
+    event["Records"]
+        .as_array()?
+        .iter()
+        .find_map(|r| r["eventSourceARN"].as_str())
+}
+
+/// Every record time of the batch, REMOVE or not.
+pub fn record_times(event: &Value) -> Vec<Timestamp> {
+    event["Records"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["dynamodb"]["ApproximateCreationDateTime"].as_f64())
+        .map(|s| Timestamp::from_millis((s * 1000.0).round() as i64))
+        .collect()
 }
 
 /// True for a DynamoDB Streams event (`Records` from `aws:dynamodb`).
@@ -38,7 +67,10 @@ fn table_of(arn: &str) -> Option<&str> {
 
 /// Classifies every record of `event`; `resolution` is how finely the stream dates its records.
 pub fn expiries(event: &Value, ttl_attribute: &str, resolution: Duration) -> StreamBatch {
-    let mut batch = StreamBatch::default();
+    let mut batch = StreamBatch {
+        resolution_seconds: resolution.as_secs_f64(),
+        ..StreamBatch::default()
+    };
     for record in event["Records"].as_array().into_iter().flatten() {
         let d = &record["dynamodb"];
         let is_remove = record["eventName"] == "REMOVE";
@@ -58,17 +90,27 @@ pub fn expiries(event: &Value, ttl_attribute: &str, resolution: Duration) -> Str
             (None, true) => TtlValue::Missing,
             (None, false) => TtlValue::Other("not a Number"),
         };
-        let created_ms = (d["ApproximateCreationDateTime"].as_f64().unwrap_or(0.0) * 1000.0) as i64;
-        let kind = classify(&Removal {
-            service_principal: principal,
-            old_ttl: ttl.clone(),
-            created_at: Timestamp::from_millis(created_ms),
-            resolution,
-        });
-        if kind == RemovalKind::Other {
-            batch.other_removes += 1;
-            continue;
-        }
+        let judged = match d["ApproximateCreationDateTime"].as_f64() {
+            None => Err(LeftOut::NoRecordTime),
+            Some(created) => {
+                let created_ms = (created * 1000.0).round() as i64;
+                judge(&Removal {
+                    service_principal: principal,
+                    old_ttl: ttl.clone(),
+                    created_at: Timestamp::from_millis(created_ms),
+                    resolution,
+                })
+                .map(|kind| (kind, created_ms))
+            }
+        };
+        let (kind, created_ms) = match judged {
+            Ok(judged) => judged,
+            Err(why) => {
+                batch.other_removes += 1;
+                *batch.left_out.entry(why.label()).or_default() += 1;
+                continue;
+            }
+        };
         let mut out = record.clone();
         if kind == RemovalKind::NativeTtl {
             batch.native += 1;
@@ -125,6 +167,8 @@ mod tests {
             (b.records, b.native, b.other_removes, b.not_removes),
             (2, 1, 1, 1)
         );
+        assert_eq!(b.left_out, BTreeMap::from([("not_due", 1)]));
+        assert_eq!(b.resolution_seconds, 1.0);
         let ours: Value = serde_json::from_str(&b.lines[1]).unwrap();
         assert_eq!(ours["userIdentity"]["principalId"], "precise-ttl");
         assert_eq!(ours["tableName"], "sessions");
@@ -135,6 +179,27 @@ mod tests {
             "dynamodb.amazonaws.com"
         );
         assert_eq!(native["lagMs"], 100_000);
+    }
+
+    #[test]
+    fn a_batch_tells_its_stream_and_record_times() {
+        let mut no_time = remove(None, "1800000000", 0.0);
+        no_time["dynamodb"]
+            .as_object_mut()
+            .unwrap()
+            .remove("ApproximateCreationDateTime");
+        let event = json!({"Records": [remove(None, "1800000000", 1_800_000_060.0), no_time]});
+        assert_eq!(
+            stream_arn(&event),
+            Some(
+                "arn:aws:dynamodb:eu-west-1:123456789012:table/sessions/stream/2026-11-25T00:00:00.000"
+            )
+        );
+        assert_eq!(record_times(&event), [Timestamp::from_secs(1_800_000_060)]);
+        let b = expiries(&event, "ttl", Duration::from_secs(60));
+        assert_eq!(b.records, 1);
+        assert_eq!(b.left_out, BTreeMap::from([("no_record_time", 1)]));
+        assert_eq!(b.resolution_seconds, 60.0);
     }
 
     #[test]
