@@ -159,6 +159,10 @@ pub struct CrashLoopReport {
     /// shows that wait here.
     pub lag_beyond_next_kill: Option<Spread>,
     pub worst: Option<Worst>,
+    /// `Expire` items whose TTL came before the last kill, and how many of them were seen
+    /// deleted before it: what the loop itself got done, whatever the last process did after.
+    pub due_before_last_kill: u64,
+    pub deleted_before_last_kill: u64,
 }
 
 /// The crash loop's report from the fleet's event records and the run's inputs.
@@ -199,11 +203,18 @@ fn report(
     }
     let mut beyond = Vec::new();
     let mut worst: Option<Worst> = None;
+    let last_kill = kills.last().copied().unwrap_or(i64::MIN);
+    let (mut due_before, mut deleted_before) = (0, 0);
     for p in &inputs.planted {
         let Expectation::Expire { ttl_ms } = p.expect else {
             continue;
         };
-        let Some(&seen_ms) = seen.get(p.key.as_str()) else {
+        let seen_ms = seen.get(p.key.as_str()).copied();
+        if ttl_ms < last_kill {
+            due_before += 1;
+            deleted_before += u64::from(seen_ms.is_some_and(|s| s < last_kill));
+        }
+        let Some(seen_ms) = seen_ms else {
             continue;
         };
         let lag = seen_ms - ttl_ms;
@@ -233,6 +244,8 @@ fn report(
         never_held_every_shard: held_after.iter().filter(|h| h.is_none()).count() as u64,
         lag_beyond_next_kill: Spread::of(beyond),
         worst,
+        due_before_last_kill: due_before,
+        deleted_before_last_kill: deleted_before,
     }
 }
 
@@ -308,5 +321,7 @@ mod tests {
         assert_eq!(r.worst.unwrap().key, "b");
         assert_eq!(r.never_held_every_shard, 0);
         assert_eq!(r.every_shard_held_after.unwrap().max_ms, 400);
+        // a, b and left were due before the kill at 3 000; only a was gone by then.
+        assert_eq!((r.due_before_last_kill, r.deleted_before_last_kill), (3, 1));
     }
 }

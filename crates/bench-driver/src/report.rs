@@ -292,6 +292,10 @@ fn crash_markdown(f: &FleetReport, c: &CrashLoopReport) -> String {
     );
     md.push_str(&format!("| kills | {} |\n", c.kills));
     md.push_str(&format!(
+        "| deleted by the last kill, of the items due by then | {} / {} |\n",
+        c.deleted_before_last_kill, c.due_before_last_kill
+    ));
+    md.push_str(&format!(
         "| killed processes lived p50 / p99 / max | {} |\n",
         spread(c.lived)
     ));

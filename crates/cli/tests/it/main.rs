@@ -10,6 +10,7 @@ mod archive_s3;
 mod chaos;
 mod cli;
 mod clock;
+mod crash_loop;
 mod daemon;
 mod deploy;
 mod leases;
