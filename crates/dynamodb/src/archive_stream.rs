@@ -261,6 +261,8 @@ pub async fn archive(
         iterators: HashMap::new(),
         resolution,
         left_out_log: LeftOutLog::default(),
+        read_failures: 0,
+        read_warned: None,
     };
     let mut failures = 0u32;
     let mut warned: Option<Instant> = None;
@@ -366,6 +368,11 @@ struct Tail<'a> {
     iterators: HashMap<String, String>,
     resolution: ResolutionRule,
     left_out_log: LeftOutLog,
+    /// Shard reads that failed since the last clean pass, and when that was last logged: an
+    /// expired iterator is renewed by the next pass, but a read refused for good (streams access
+    /// denied) must neither flood the log nor leave `/healthz` green.
+    read_failures: u32,
+    read_warned: Option<Instant>,
 }
 
 impl Tail<'_> {
@@ -374,6 +381,7 @@ impl Tail<'_> {
         let shards = list_shards(self.dynamo, &self.arn).await?;
         let ids: HashSet<&str> = shards.iter().map(|(id, _)| id.as_str()).collect();
         let mut progressed = false;
+        let mut clean = true;
         for (id, parent) in &shards {
             let done = |s: &str| self.checkpoints.get(s).is_some_and(|c| c.finished);
             if done(id) {
@@ -393,9 +401,15 @@ impl Tail<'_> {
                     None => continue,
                 },
             };
-            progressed |= self.read_shard(id, iterator).await?;
+            let (came, read) = self.read_shard(id, iterator).await?;
+            progressed |= came;
+            clean &= read;
         }
-        self.progress.passed(Instant::now());
+        // Only a pass that read every shard it meant to counts for `/healthz`.
+        if clean {
+            self.read_failures = 0;
+            self.progress.passed(Instant::now());
+        }
         Ok(progressed)
     }
 
@@ -442,8 +456,13 @@ impl Tail<'_> {
         }
     }
 
-    /// Reads one shard from `iterator` until it has nothing new; true if any records came.
-    async fn read_shard(&mut self, id: &str, mut iterator: String) -> Result<bool, AdapterError> {
+    /// Reads one shard from `iterator` until it has nothing new. Returns whether any records
+    /// came, and whether the shard was read without a failed read.
+    async fn read_shard(
+        &mut self,
+        id: &str,
+        mut iterator: String,
+    ) -> Result<(bool, bool), AdapterError> {
         let mut progressed = false;
         loop {
             let out = match self
@@ -459,8 +478,15 @@ impl Tail<'_> {
                 // An expired or trimmed iterator is dropped: the next pass asks for a new one
                 // from the checkpoint.
                 Err(e) => {
-                    tracing::warn!(shard = %id, error = %aws_sdk_dynamodb::error::DisplayErrorContext(e), "stream read failed; resuming from the checkpoint");
-                    return Ok(progressed);
+                    self.read_failures = self.read_failures.saturating_add(1);
+                    if self
+                        .read_warned
+                        .is_none_or(|t| t.elapsed() >= FAILURE_LOG_EVERY)
+                    {
+                        tracing::warn!(shard = %id, error = %aws_sdk_dynamodb::error::DisplayErrorContext(e), failures = self.read_failures, "stream read failed; resuming from the checkpoint");
+                        self.read_warned = Some(Instant::now());
+                    }
+                    return Ok((progressed, false));
                 }
             };
             let (lines, counts) = self.classify_page(out.records());
@@ -497,10 +523,10 @@ impl Tail<'_> {
                 .await?;
             }
             match next {
-                None => return Ok(progressed),
+                None => return Ok((progressed, true)),
                 Some(n) if out.records().is_empty() => {
                     self.iterators.insert(id.to_string(), n);
-                    return Ok(progressed);
+                    return Ok((progressed, true));
                 }
                 Some(n) => iterator = n,
             }
@@ -740,4 +766,45 @@ async fn save_checkpoint(
         .await
         .map_err(|e| AdapterError::from_sdk("PutItem", &dynamo.describe_endpoint(), e))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn health_is_starting_until_a_clean_pass_then_stale_once_none_came_for_the_allowed_time() {
+        let progress = ArchiveProgress::default();
+        let start = Instant::now();
+        let allowed = Duration::from_secs(30);
+        assert_eq!(progress.health(start, allowed), ArchiveHealth::Starting);
+        progress.passed(start);
+        assert_eq!(
+            progress.health(start + Duration::from_secs(30), allowed),
+            ArchiveHealth::Reading
+        );
+        assert_eq!(
+            progress.health(start + Duration::from_secs(31), allowed),
+            ArchiveHealth::Stale(Duration::from_secs(31))
+        );
+    }
+
+    #[test]
+    fn a_written_page_counts_in_the_report() {
+        let progress = ArchiveProgress::default();
+        progress.written(&PageCounts {
+            records: 5,
+            native: 2,
+            left_out: HashMap::from([(LeftOut::NotDue, 3), (LeftOut::NoTtl, 1)]),
+        });
+        progress.written(&PageCounts::default());
+        assert_eq!(
+            progress.report(),
+            ArchiveReport {
+                records: 5,
+                native: 2,
+                other_removes: 4
+            }
+        );
+    }
 }
