@@ -716,7 +716,7 @@ pub struct ArchiveArgs {
     /// whole minute, then 1s. Every REMOVE left out is counted in /metrics and logged
     #[arg(long, env = "PRECISE_TTL_RECORD_TIME_RESOLUTION", default_value = "auto",
           value_name = "auto|DURATION",
-          value_parser = |s: &str| precise_ttl_core::removal::ResolutionSetting::parse(s).map_err(|e| format!("auto, or {e}")))]
+          value_parser = |s: &str| precise_ttl_core::removal::ResolutionSetting::parse(s).map_err(|e| format!("expected auto or a duration; {e}")))]
     pub record_time_resolution: precise_ttl_core::removal::ResolutionSetting,
 
     /// Serve /metrics (Prometheus: records archived, native, REMOVEs left out by reason) and
