@@ -158,8 +158,8 @@ fn spawn(args: &[String], log: &Path) -> Proc {
 }
 
 /// Starts `args`, then until `until` SIGKILLs it `KILL_AFTER_MS` after its start, but not before
-/// it is up, and starts it again at once. Returns the last process, up and running, and how
-/// many kills there were.
+/// it is up, and starts it again at once. Returns at `until` (or once the last process is up,
+/// if later) with the last process, up and running, and how many kills there were.
 async fn kill_loop(args: Vec<String>, log: PathBuf, until: Instant) -> (Proc, u32) {
     let ready = start_line(&args);
     let mut kills = 0;
@@ -168,6 +168,9 @@ async fn kill_loop(args: Vec<String>, log: PathBuf, until: Instant) -> (Proc, u3
         let at = Instant::now() + Duration::from_millis(fastrand::u64(KILL_AFTER_MS));
         proc.wait_ready(&ready).await;
         if at >= until {
+            // The last process runs to the end of the load, so what falls due meanwhile is
+            // due before anyone counts what is left.
+            tokio::time::sleep_until(until.into()).await;
             return (proc, kills);
         }
         tokio::time::sleep_until(at.into()).await;
