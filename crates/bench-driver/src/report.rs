@@ -49,8 +49,9 @@ pub struct Summary {
     pub sweeper_peak_rss_mb: f64,
     pub capacity_units_per_deleted_item: Option<CapacityPerItem>,
     pub report: Report,
-    /// With several workers: the events, and each phase's split and lag. `sweeper_cpu_seconds`
-    /// and `sweeper_peak_rss_mb` are then the first worker's.
+    /// With several workers, or in a crash loop: the events, and each phase's split and lag.
+    /// `sweeper_cpu_seconds` and `sweeper_peak_rss_mb` are then the first worker's (in a crash
+    /// loop the first process's, until its kill; `capacity_units_per_deleted_item` is left out).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fleet: Option<FleetReport>,
     /// In Lambda mode: every invocation's record and report, and the lag at the boundaries.
@@ -200,9 +201,17 @@ fn markdown(s: &Summary, m: &Measured) -> String {
             ));
         }
     }
+    let crash_loop = s.fleet.as_ref().is_some_and(|f| f.crash_loop.is_some());
     md.push_str(&format!(
-        "| sweeper process | {:.1} CPU s, peak RSS {:.1} MB, stopped {} ms after SIGTERM |\n",
-        s.sweeper_cpu_seconds, s.sweeper_peak_rss_mb, s.sweeper_shutdown_ms
+        "| sweeper process | {:.1} CPU s, peak RSS {:.1} MB{}, stopped {} ms after SIGTERM |\n",
+        s.sweeper_cpu_seconds,
+        s.sweeper_peak_rss_mb,
+        if crash_loop {
+            " (the first process, until its kill)"
+        } else {
+            ""
+        },
+        s.sweeper_shutdown_ms
     ));
     if let Some(c) = &s.capacity_units_per_deleted_item {
         md.push_str(&format!(

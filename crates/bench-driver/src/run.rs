@@ -207,7 +207,11 @@ async fn run_on(
     // Scrape while the workers still run: their counters die with them.
     let (capacity, mut fleet_report, failed, shutdown) = match fleet {
         Some(fleet) => {
-            let capacity = fleet.capacity().await;
+            // In a crash loop only the last process's units are left: no figure per item.
+            let capacity = match config.crash_loop {
+                Some(_) => None,
+                None => fleet.capacity().await,
+            };
             let (report, failed, shutdown) = fleet.stop(clock.now().as_millis()).await?;
             (capacity, Some(report), failed, shutdown)
         }
