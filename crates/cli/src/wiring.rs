@@ -59,6 +59,23 @@ mod stop {
     static FLAGS: OnceLock<Flags> = OnceLock::new();
 
     pub fn catch() {
+        // Blocked while the handlers are registered: signal-hook installs the OS handler before
+        // it publishes the action, and a signal in between would run a handler with nothing to
+        // do and be lost (a test that waited for the handler in /proc and stopped the process at
+        // once hung in CI). A blocked signal stays pending and lands once unblocked, after.
+        use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+        let mut blocked = SigSet::empty();
+        blocked.add(Signal::SIGTERM);
+        blocked.add(Signal::SIGINT);
+        let mut before = SigSet::empty();
+        let masked = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&blocked), Some(&mut before));
+        register();
+        if masked.is_ok() {
+            let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&before), None);
+        }
+    }
+
+    fn register() {
         FLAGS.get_or_init(|| {
             let flags = Flags {
                 came: [Arc::default(), Arc::default()],
