@@ -175,6 +175,15 @@ async fn sigterm_before_the_flags_are_parsed_still_ends_run_in_order() {
         }
         // An empty config: opening the FIFO for writing waits for the reader, closing ends it.
         std::fs::write(&fifo, "").unwrap();
+        // Bounded: a stop that was lost must fail the test, not hang the run.
+        let stopping = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if stopping.elapsed() > Duration::from_secs(20) {
+                let _ = child.kill();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         child.wait_with_output().unwrap()
     })
     .await
