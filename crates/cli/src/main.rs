@@ -11,6 +11,7 @@ mod bench;
 mod config;
 mod demo;
 mod doctor_cmd;
+mod health_cmd;
 mod hints;
 mod run_cmd;
 mod serve;
@@ -101,6 +102,7 @@ async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Doctor(args) => doctor_cmd::run(&cli.global, args).await,
         Command::Demo(args) => demo::run(&cli.global, args).await,
         Command::Bench(args) => bench::run(&cli.global, args).await,
+        Command::Health(args) => health_cmd::run(args).await,
     }
 }
 

@@ -46,6 +46,10 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
         where_metrics = format!(", metrics on http://{bound}/metrics");
         println!("precise-ttl run: metrics on http://{bound}/metrics");
     }
+    if blog_options.is_none() {
+        // From the first scrape, whatever the lease mode or the store's state.
+        precise_ttl_engine::metrics::configured_shards(global.shards);
+    }
     let dynamo = crate::wiring::connect(global).await?;
     let sink = args.archive.open(global).await?;
     let mode = args.delete_mode.mode();

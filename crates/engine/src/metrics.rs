@@ -39,6 +39,10 @@ pub const LEASES_HELD: &str = "precise_ttl_leases_held";
 /// Shard leases in the lease table (the lanes a fleet shares): the fleet holds them all when
 /// the sum of [`LEASES_HELD`] equals it.
 pub const LEASES: &str = "precise_ttl_leases";
+/// The shard count this worker was started with (`--shards`), published at start with or
+/// without leases: alerts and panels compare lease counts with it instead of a number written
+/// into them. Not published for the blog's window index (its lanes are windows, not shards).
+pub const SHARDS: &str = "precise_ttl_shards";
 /// Shards that have due items while nobody has attended their lease for half a lease duration,
 /// as this worker sees them: nothing deletes those items.
 pub const SHARDS_STALLED: &str = "precise_ttl_shards_stalled";
@@ -92,6 +96,11 @@ pub fn describe_archive() {
         Unit::Seconds,
         "How finely the archive takes the stream to date its records"
     );
+}
+
+/// Publishes [`SHARDS`]: `run` calls it once, at start, for the sharded index.
+pub fn configured_shards(count: u64) {
+    metrics::gauge!(SHARDS).set(count as f64);
 }
 
 /// Histogram buckets for [`LAG_SECONDS`], dense where the product's promise lies (≤ 100 ms).
@@ -160,6 +169,10 @@ pub fn describe() {
     describe_gauge!(
         LEASES,
         "Shard leases in the lease table (the fleet's shards)"
+    );
+    describe_gauge!(
+        SHARDS,
+        "The shard count this worker was started with (--shards)"
     );
     describe_gauge!(
         SHARDS_STALLED,

@@ -253,6 +253,15 @@ with the expiry index, write items whose TTLs fall a few seconds ahead plus item
 survive (TTL extended just before expiry, no TTL, far future, too old, milliseconds by mistake),
 run the daemon until the expired ones are gone, and print how late after its TTL each one went.")]
     Demo(DemoArgs),
+
+    /// Ask a running `run` (or `archive`) for its /healthz: exit 0 on 200, 1 otherwise
+    #[command(long_about = "\
+Ask a running `run` (or `archive`) for its /healthz with one plain HTTP/1.0 GET and print one
+line: exit 0 when it answers 200, 1 when it answers anything else, does not answer within
+--timeout, or nothing listens. For container health checks where the image has no HTTP client
+(the ECS task definition in deploy/ecs uses it). Without --url it asks /healthz on
+--metrics-addr (PRECISE_TTL_METRICS_ADDR, as `run` reads it), on loopback for 0.0.0.0 or [::].")]
+    Health(HealthArgs),
 }
 
 pub fn duration(s: &str) -> Result<Duration, String> {
