@@ -2,6 +2,7 @@
 //! one named by `PRECISE_TTL_TEST_ENDPOINT`). Every test works on its own randomly named table,
 //! deleted when the test ends.
 
+mod access_denied;
 mod adoption;
 mod adversarial;
 mod archive;
@@ -14,10 +15,13 @@ mod clock;
 mod crash_loop;
 mod daemon;
 mod deploy;
+mod iam;
+mod iam_policy;
 mod leases;
 mod proxy;
 mod read;
 mod readme;
+mod recorder;
 mod recovery;
 mod setup;
 mod simulated;
