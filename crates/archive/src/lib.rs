@@ -10,6 +10,7 @@
 //!   object ([`s3`]).
 //! - `-`: standard output (as durable as its reader makes it).
 
+pub mod aws;
 pub mod file;
 pub mod s3;
 mod segment;
@@ -102,6 +103,8 @@ pub struct SinkOptions {
     /// An S3-compatible server instead of AWS's endpoint.
     pub s3_endpoint_url: Option<String>,
     pub region: Option<String>,
+    /// A profile named explicitly (`--profile`); `None`: the standard chain.
+    pub profile: Option<String>,
     /// How long uploads may fail before writes fail.
     pub give_up_after: Duration,
 }
@@ -114,6 +117,7 @@ impl Default for SinkOptions {
             spool: None,
             s3_endpoint_url: None,
             region: None,
+            profile: None,
             give_up_after: Duration::from_secs(120),
         }
     }
@@ -151,10 +155,11 @@ impl Sink {
                 options.compression.unwrap_or(Compression::None),
             )?))),
             SinkUrl::S3 { bucket, prefix } => {
-                let client = s3::client(
-                    options.s3_endpoint_url.as_deref(),
-                    options.region.as_deref(),
-                )
+                let client = s3::client(&aws::AwsChoice {
+                    endpoint_url: options.s3_endpoint_url.clone(),
+                    region: options.region.clone(),
+                    profile: options.profile.clone(),
+                })
                 .await;
                 let s3_options = s3::S3Options {
                     rotation: options.rotation,

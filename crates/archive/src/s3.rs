@@ -381,35 +381,22 @@ where
     text.replace('\n', " ")
 }
 
-/// An S3 client for the archive: the standard AWS configuration, or `endpoint_url` (an
-/// S3-compatible server, addressed path-style) with fixed credentials when it is on loopback
-/// and none are set, as for DynamoDB Local.
-pub async fn client(endpoint_url: Option<&str>, region: Option<&str>) -> aws_sdk_s3::Client {
-    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::v2026_01_12());
-    if let Some(region) = region {
-        loader = loader.region(aws_config::Region::new(region.to_string()));
-    }
-    if let Some(url) = endpoint_url {
-        loader = loader.endpoint_url(url);
-        let loopback = ["://localhost", "://127.", "://[::1]"]
-            .iter()
-            .any(|h| url.contains(h));
-        if loopback && std::env::var_os("AWS_ACCESS_KEY_ID").is_none() {
-            loader = loader.credentials_provider(aws_sdk_s3::config::Credentials::new(
-                "precise-ttl-local",
-                "precise-ttl-local",
-                None,
-                None,
-                "precise-ttl-local",
-            ));
-            if region.is_none() && std::env::var_os("AWS_REGION").is_none() {
-                loader = loader.region(aws_config::Region::new("us-east-1"));
-            }
-        }
-    }
+/// An S3 client for the archive: the standard AWS configuration with `choice` applied
+/// ([`crate::aws::loader`], the chain every client uses); an endpoint URL (an S3-compatible
+/// server) is addressed path-style, with fixed credentials when it is on loopback and none
+/// were chosen.
+pub async fn client(choice: &crate::aws::AwsChoice) -> aws_sdk_s3::Client {
+    let local = aws_sdk_s3::config::Credentials::new(
+        "precise-ttl-local",
+        "precise-ttl-local",
+        None,
+        None,
+        "precise-ttl-local",
+    );
+    let loader = crate::aws::loader(choice, local).await;
     let config = loader.load().await;
     let s3 = aws_sdk_s3::config::Builder::from(&config)
-        .force_path_style(endpoint_url.is_some())
+        .force_path_style(choice.endpoint_url.is_some())
         .build();
     aws_sdk_s3::Client::from_conf(s3)
 }

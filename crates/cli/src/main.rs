@@ -43,8 +43,6 @@ fn main() -> ExitCode {
         None => Cli::command(),
     };
     let matches = command.get_matches();
-    // For the hint after a refused IAM action: each command has its own policy file.
-    let command_name = matches.subcommand_name().unwrap_or_default().to_string();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
@@ -67,21 +65,15 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // For the hint after a credentials error: `aws sso login --profile NAME`.
+    let profile = cli.global.profile.clone();
     match runtime.block_on(run(cli)) {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Partial) => ExitCode::from(3),
         Ok(Outcome::Findings) => ExitCode::from(4),
-        // A refused IAM action: its one line (action, resource, caller, why) and the policy
-        // file to fix, not the whole chain of the call that met it.
-        Err(e) if hints::denial(&e).is_some() => {
-            let denial = hints::denial(&e).expect("checked by the guard");
-            eprintln!("error: {denial}");
-            eprintln!("hint: {}", hints::for_denial(&denial, &command_name));
-            ExitCode::from(1)
-        }
         Err(e) => {
             eprintln!("error: {e:#}");
-            if let Some(hint) = hints::for_error(&e) {
+            if let Some(hint) = hints::for_error(&e, profile.as_deref()) {
                 eprintln!("hint: {hint}");
             }
             ExitCode::from(1)

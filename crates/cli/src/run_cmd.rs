@@ -16,6 +16,9 @@ use std::time::Duration;
 const SAVE_CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
 
 pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
+    // `--for` counts from here (milliseconds after the process started), not from when the
+    // store first answers: a scheduled run must end in its slot whatever the store does.
+    let deadline = args.run_for.map(|d| tokio::time::Instant::now() + d);
     let layout = global.layout()?;
     let table = global.table()?;
     if args.lookback < args.poll_interval {
@@ -51,7 +54,15 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
         precise_ttl_engine::metrics::configured_shards(global.shards);
     }
     let dynamo = crate::wiring::connect(global).await?;
-    let sink = args.archive.open(global).await?;
+    // Opening an s3:// archive checks the bucket, which an unreachable S3 makes slow.
+    let sink = match deadline {
+        Some(at) => tokio::time::timeout_at(at, args.archive.open(global))
+            .await
+            .map_err(|_| {
+                anyhow::anyhow!("the --for deadline passed while the archive was opened")
+            })??,
+        None => args.archive.open(global).await?,
+    };
     let mode = args.delete_mode.mode();
     let config = daemon_config(args);
     let stopped_early = || {
@@ -60,7 +71,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
     };
     let report = match blog_options {
         None => {
-            let opened = crate::wiring::until_reachable(|| async {
+            let opened = crate::wiring::until_reachable_by(deadline, || async {
                 let store = DynamoStore::open(dynamo.clone(), table, layout.clone()).await?;
                 let leases = fleet(
                     &dynamo,
@@ -86,10 +97,10 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
             let store = Arc::new(store);
             let daemon = Daemon::new(store, dynamo.store_clock.clone(), shards, config)
                 .with_handle(handle.clone());
-            serve_and_run(daemon, args, table, &what, &where_metrics, leases).await?
+            serve_and_run(daemon, args, table, &what, &where_metrics, leases, deadline).await?
         }
         Some(options) => {
-            let opened = crate::wiring::until_reachable(|| async {
+            let opened = crate::wiring::until_reachable_by(deadline, || async {
                 let now = SystemClock.now();
                 let blog = BlogWindows::open(dynamo.clone(), table, &layout, &options, now).await?;
                 // The blog layout is not `setup`'s: its lease table is created on first use,
@@ -143,7 +154,8 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
                         .await
                 }
             });
-            let report = serve_and_run(daemon, args, table, &what, &where_metrics, leases).await;
+            let report =
+                serve_and_run(daemon, args, table, &what, &where_metrics, leases, deadline).await;
             saver.abort();
             let report = report?;
             blog.save_watermark(&handle)
@@ -240,18 +252,18 @@ async fn serve_and_run<S: ExpiryStore, C: Clock>(
     what: &str,
     where_metrics: &str,
     leases: Fleet,
+    deadline: Option<tokio::time::Instant>,
 ) -> anyhow::Result<DaemonReport> {
     println!(
         "precise-ttl run: table {table:?}, {what}, poll every {:?}, read ahead {:?}{where_metrics}",
         args.poll_interval, args.horizon
     );
-    let run_for = args.run_for;
     let shutdown = async move {
         tokio::select! {
             _ = crate::wiring::signal() => {}
             _ = async {
-                match run_for {
-                    Some(d) => tokio::time::sleep(d).await,
+                match deadline {
+                    Some(at) => tokio::time::sleep_until(at).await,
                     None => std::future::pending().await,
                 }
             } => {}

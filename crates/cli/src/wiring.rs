@@ -20,6 +20,7 @@ pub async fn connect(global: &args::Global) -> Result<Dynamo, precise_ttl_dynamo
     Dynamo::connect(&ConnectOptions {
         endpoint_url: global.endpoint_url.clone(),
         region: global.region.clone(),
+        profile: global.profile.clone(),
         connect_timeout: global.connect_timeout,
         attempt_timeout: global.attempt_timeout,
     })
@@ -186,7 +187,21 @@ pub fn signal() -> impl std::future::Future<Output = ()> + Send + 'static {
 /// that is unreachable, resets connections or answers 5xx is waited for, with capped, jittered
 /// back-off and a warning at most every 10 s; a misconfiguration (no table, no index, no lease
 /// table, access denied, no credentials or region) fails at once.
-pub async fn until_reachable<T, F, Fut>(mut attempt: F) -> anyhow::Result<Option<T>>
+pub async fn until_reachable<T, F, Fut>(attempt: F) -> anyhow::Result<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, precise_ttl_dynamodb::AdapterError>>,
+{
+    until_reachable_by(None, attempt).await
+}
+
+/// [`until_reachable`], giving up with an error at `deadline` (`run --for`): a scheduled run
+/// whose store never answered ends on time and says so, rather than waiting past its slot
+/// while the next one starts, and exits non-zero, having done nothing.
+pub async fn until_reachable_by<T, F, Fut>(
+    deadline: Option<tokio::time::Instant>,
+    mut attempt: F,
+) -> anyhow::Result<Option<T>>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, precise_ttl_dynamodb::AdapterError>>,
@@ -202,6 +217,21 @@ where
     let mut warned: Option<std::time::Instant> = None;
     let stop = signal();
     tokio::pin!(stop);
+    let deadline_passed = async move {
+        match deadline {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(deadline_passed);
+    let gave_up = |last: Option<precise_ttl_dynamodb::AdapterError>| {
+        const WHY: &str = "the --for deadline passed before the store could be reached";
+        match last {
+            Some(e) => anyhow::Error::new(e).context(WHY),
+            None => anyhow::anyhow!("{WHY} (no answer yet)"),
+        }
+    };
+    let mut last = None;
     loop {
         // A stop ends an attempt in progress too: against a store that does not answer, an
         // attempt lasts up to the attempt timeout (10 s), and a stop must not wait for it. The
@@ -209,6 +239,7 @@ where
         let result = tokio::select! {
             biased;
             _ = &mut stop => return Ok(None),
+            _ = &mut deadline_passed => return Err(gave_up(last)),
             r = attempt() => r,
         };
         let e = match result {
@@ -221,8 +252,10 @@ where
             tracing::warn!(error = %e, attempts = failures, "the store is not reachable yet; retrying");
             warned = Some(std::time::Instant::now());
         }
+        last = Some(e);
         tokio::select! {
             _ = &mut stop => return Ok(None),
+            _ = &mut deadline_passed => return Err(gave_up(last)),
             _ = tokio::time::sleep(backoff.delay(failures, fastrand::f64())) => {}
         }
     }

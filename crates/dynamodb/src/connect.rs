@@ -7,7 +7,7 @@
 //! body is a small JSON document bounded by the attempt timeout, and the protection's throughput
 //! watch runs on every request (it showed in a `perf` profile of the daemon at 40 000 deletes/s).
 
-use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_config::{Region, SdkConfig};
 use aws_sdk_dynamodb::config::{
     Credentials, StalledStreamProtectionConfig, retry::RetryConfig, timeout::TimeoutConfig,
 };
@@ -17,11 +17,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Where and how to connect. Anything left `None` comes from the standard AWS configuration
-/// (`AWS_REGION`, `AWS_PROFILE`, `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_ENDPOINT_URL`, ...).
+/// (`AWS_REGION`, `AWS_PROFILE`, `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_ENDPOINT_URL`, ...), through
+/// the one chain every client uses ([`precise_ttl_archive::aws`]).
 #[derive(Debug, Clone)]
 pub struct ConnectOptions {
     pub endpoint_url: Option<String>,
     pub region: Option<String>,
+    /// A profile named explicitly: its credentials alone, as the AWS CLI's `--profile`.
+    pub profile: Option<String>,
     pub connect_timeout: Duration,
     /// Upper bound for one HTTP attempt; a slow attempt becomes a retryable timeout.
     pub attempt_timeout: Duration,
@@ -32,6 +35,7 @@ impl Default for ConnectOptions {
         ConnectOptions {
             endpoint_url: None,
             region: None,
+            profile: None,
             connect_timeout: Duration::from_secs(3),
             attempt_timeout: Duration::from_secs(10),
         }
@@ -58,7 +62,16 @@ impl Dynamo {
     /// Loads the standard AWS configuration with our overrides. Fails only when no region can
     /// be found: every request would fail later with a less helpful message.
     pub async fn connect(options: &ConnectOptions) -> Result<Dynamo, crate::AdapterError> {
-        let mut loader = aws_config::defaults(BehaviorVersion::v2026_01_12())
+        let choice = precise_ttl_archive::aws::AwsChoice {
+            endpoint_url: options.endpoint_url.clone(),
+            region: options.region.clone(),
+            profile: options.profile.clone(),
+        };
+        // DynamoDB Local checks no signature but keeps data per access key and region: on a
+        // loopback endpoint with no credentials chosen, a fixed key lets every local command see
+        // the same tables.
+        let loader = precise_ttl_archive::aws::loader(&choice, local_credentials())
+            .await
             .retry_config(RetryConfig::disabled())
             .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
             .timeout_config(
@@ -67,21 +80,6 @@ impl Dynamo {
                     .operation_attempt_timeout(options.attempt_timeout)
                     .build(),
             );
-        if let Some(region) = &options.region {
-            loader = loader.region(Region::new(region.clone()));
-        }
-        if let Some(url) = &options.endpoint_url {
-            loader = loader.endpoint_url(url.clone());
-            if is_loopback(url) && !has_explicit_credentials() {
-                // DynamoDB Local checks no signature but keeps data per access key and region;
-                // a fixed key lets every local command see the same tables, and spares a
-                // developer's machine a credential hunt that ends at the instance metadata service.
-                loader = loader.credentials_provider(local_credentials());
-                if options.region.is_none() && std::env::var_os("AWS_REGION").is_none() {
-                    loader = loader.region(Region::new("us-east-1"));
-                }
-            }
-        }
         let config = loader.load().await;
         if config.region().is_none() {
             return Err(crate::AdapterError::NoRegion);
@@ -111,7 +109,7 @@ impl Dynamo {
     /// Clients for a DynamoDB Local instance at `endpoint_url`, with the fixed local credentials.
     pub fn local(endpoint_url: &str) -> Dynamo {
         let config = SdkConfig::builder()
-            .behavior_version(BehaviorVersion::v2026_01_12())
+            .behavior_version(precise_ttl_archive::aws::behavior_version())
             .region(Region::new("us-east-1"))
             .endpoint_url(endpoint_url)
             .credentials_provider(aws_sdk_dynamodb::config::SharedCredentialsProvider::new(
@@ -146,47 +144,4 @@ impl Dynamo {
 
 fn local_credentials() -> Credentials {
     Credentials::new("local", "local", None, None, "precise-ttl-local")
-}
-
-fn has_explicit_credentials() -> bool {
-    [
-        "AWS_ACCESS_KEY_ID",
-        "AWS_PROFILE",
-        "AWS_WEB_IDENTITY_TOKEN_FILE",
-    ]
-    .iter()
-    .any(|v| std::env::var_os(v).is_some())
-}
-
-fn is_loopback(url: &str) -> bool {
-    let rest = url.split("://").nth(1).unwrap_or(url);
-    let host = rest.split('/').next().unwrap_or("");
-    let host = if let Some(v6) = host.strip_prefix('[') {
-        v6.split(']').next().unwrap_or("")
-    } else {
-        host.rsplit_once(':').map_or(host, |(h, _)| h)
-    };
-    host == "localhost" || host.starts_with("127.") || host == "::1"
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn loopback_urls() {
-        for u in [
-            "http://localhost:8000",
-            "http://127.0.0.1:1",
-            "http://[::1]:8000/",
-            "http://127.3.4.5",
-        ] {
-            assert!(super::is_loopback(u), "{u}");
-        }
-        for u in [
-            "https://dynamodb.us-east-1.amazonaws.com",
-            "http://10.0.0.1:8000",
-            "http://localhost.example.com",
-        ] {
-            assert!(!super::is_loopback(u), "{u}");
-        }
-    }
 }

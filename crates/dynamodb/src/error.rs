@@ -98,19 +98,23 @@ pub enum AdapterError {
         "no AWS credentials found for {endpoint} (looked in the environment, the shared config and credentials files, web identity, the container and the instance metadata)"
     )]
     NoCredentials { endpoint: String },
+    /// A credential source was found but gave no credentials: a `credential_process` that
+    /// failed, a metadata service or STS that refused, a profile that does not exist. The
+    /// message is aws-config's, which names the source.
+    #[error("cannot get AWS credentials for {endpoint}: {message}")]
+    Credentials { endpoint: String, message: String },
+    /// The SSO (IAM Identity Center) session behind a profile has expired, could not be
+    /// refreshed, or was never started: only signing in again brings credentials back.
+    #[error(
+        "the SSO session has expired or was never started, so no AWS credentials for {endpoint}: {message}"
+    )]
+    SsoSession { endpoint: String, message: String },
     #[error("no AWS region set (neither AWS_REGION nor the profile names one)")]
     NoRegion,
     #[error("cannot reach {endpoint}: {message}")]
     Unreachable { endpoint: String, message: String },
     #[error("access denied by {endpoint}: {message}")]
     AccessDenied { endpoint: String, message: String },
-    /// An `AccessDeniedException` whose message names the IAM action (AWS's documented
-    /// format): the line leads with the action, so the policy to fix is plain.
-    #[error("{denial} (from {endpoint})")]
-    PermissionDenied {
-        denial: precise_ttl_core::access::Denial,
-        endpoint: String,
-    },
     #[error("{operation} failed: {message}")]
     Call {
         operation: &'static str,
@@ -140,16 +144,8 @@ impl AdapterError {
         E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     {
         let message = describe(&err);
-        if lacks_credentials(&err) {
-            return AdapterError::NoCredentials {
-                endpoint: endpoint.to_string(),
-            };
-        }
-        if let Some(denial) = denial(&err) {
-            return AdapterError::PermissionDenied {
-                denial,
-                endpoint: endpoint.to_string(),
-            };
+        if let Some(failure) = credentials_failure(endpoint, &err) {
+            return failure;
         }
         match &err {
             SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => AdapterError::Unreachable {
@@ -173,24 +169,92 @@ impl AdapterError {
     }
 }
 
-/// Whether the call failed before it was sent because no credentials could be loaded.
-fn lacks_credentials(err: &(dyn std::error::Error + 'static)) -> bool {
+/// A failure to get credentials, found among `err`'s causes (the SDK reports it as a dispatch
+/// failure, which would otherwise read as "cannot reach"). The default chain finding nothing
+/// anywhere is [`AdapterError::NoCredentials`]; a source that was found but failed is named in
+/// aws-config's words. aws-config's SSO errors are private types, so an SSO failure is known by
+/// its text: "SSO" in aws-config's own messages, or the SSO portal's `UnauthorizedException`.
+fn credentials_failure(
+    endpoint: &str,
+    err: &(dyn std::error::Error + 'static),
+) -> Option<AdapterError> {
+    use aws_config::meta::ProviderChainError;
     use aws_credential_types::provider::error::CredentialsError;
+    let failure = credentials_error(err)?;
+    let endpoint = endpoint.to_string();
+    if let CredentialsError::CredentialsNotLoaded(_) = failure {
+        match std::error::Error::source(failure) {
+            None => return Some(AdapterError::NoCredentials { endpoint }),
+            Some(e) => {
+                if let Some(chain) = e.downcast_ref::<ProviderChainError<CredentialsError>>() {
+                    // The chain went on past a profile that does not exist (`AWS_PROFILE`
+                    // naming no profile); the AWS CLI stops there, and so does the message.
+                    return Some(match missing_profile(chain) {
+                        Some(message) => AdapterError::Credentials { endpoint, message },
+                        None => AdapterError::NoCredentials { endpoint },
+                    });
+                }
+            }
+        }
+    }
+    // Providers wrap each other's errors, each adding a generic line ("an error occurred while
+    // loading credentials"); the innermost one's causes name the source.
+    let mut innermost = failure;
+    while let Some(inner) = std::error::Error::source(innermost)
+        .and_then(|e| credentials_error(e))
+        .filter(|inner| !std::ptr::eq(*inner, innermost))
+    {
+        innermost = inner;
+    }
+    let message =
+        std::error::Error::source(innermost).map_or_else(|| innermost.to_string(), causes);
+    Some(
+        if message.contains("SSO") || message.contains("UnauthorizedException") {
+            AdapterError::SsoSession { endpoint, message }
+        } else {
+            AdapterError::Credentials { endpoint, message }
+        },
+    )
+}
+
+/// "profile `NAME` was not defined", when the default chain's profile step says so of a
+/// profile other than `default` (which a machine without shared config files lacks anyway).
+fn missing_profile(
+    chain: &aws_config::meta::ProviderChainError<
+        aws_credential_types::provider::error::CredentialsError,
+    >,
+) -> Option<String> {
+    let attempt = chain.attempts().iter().find(|a| a.name() == "Profile")?;
+    let reason = causes(std::error::Error::source(attempt.error())?);
+    (reason.contains("was not defined") && !reason.contains("`default`")).then_some(reason)
+}
+
+/// The credentials error among `err`'s causes, if the call failed for want of credentials.
+fn credentials_error<'a>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a aws_credential_types::provider::error::CredentialsError> {
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(e) = cause {
-        if matches!(
-            e.downcast_ref::<CredentialsError>(),
-            Some(CredentialsError::CredentialsNotLoaded(_))
-        ) {
-            return true;
+        if let Some(found) =
+            e.downcast_ref::<aws_credential_types::provider::error::CredentialsError>()
+        {
+            return Some(found);
         }
         cause = e.source();
     }
-    false
+    None
 }
 
 /// The engine's view of an SDK failure.
-pub(crate) fn classify<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>) -> ErrorClass {
+pub(crate) fn classify<E>(err: &SdkError<E, HttpResponse>) -> ErrorClass
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    // No retry brings credentials back (an expired SSO session, a refused role): a daemon
+    // stops with the reason, for its supervisor to see, instead of retrying for ever.
+    if credentials_error(err).is_some() {
+        return ErrorClass::Fatal;
+    }
     match err {
         SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
             ErrorClass::Transient
@@ -259,22 +323,6 @@ where
 {
     let class = classify(&err);
     StoreError::new(class, format!("{operation}: {}", describe(&err))).with_source(err)
-}
-
-/// The IAM action (and resource) an `AccessDeniedException` names, when its message is in
-/// AWS's documented format ([`precise_ttl_core::access`]). DynamoDB answers it with HTTP 400 and
-/// `{"__type":"com.amazon.coral.service#AccessDeniedException","Message":"User: ... is not
-/// authorized to perform: dynamodb:Query on resource: ..."}`; the SDK strips the namespace.
-pub(crate) fn denial<E: ProvideErrorMetadata>(
-    err: &SdkError<E, HttpResponse>,
-) -> Option<precise_ttl_core::access::Denial> {
-    let SdkError::ServiceError(se) = err else {
-        return None;
-    };
-    if se.err().code() != Some("AccessDeniedException") {
-        return None;
-    }
-    precise_ttl_core::access::Denial::parse(se.err().message()?)
 }
 
 /// Runs a control-plane call, and again with `backoff` after a throttle or a 5xx (an
@@ -374,6 +422,14 @@ mod tests {
                 waited_secs: 1,
             },
             AdapterError::NoCredentials { endpoint: s() },
+            AdapterError::Credentials {
+                endpoint: s(),
+                message: s(),
+            },
+            AdapterError::SsoSession {
+                endpoint: s(),
+                message: s(),
+            },
             AdapterError::NoRegion,
             AdapterError::Unreachable {
                 endpoint: s(),
@@ -382,15 +438,6 @@ mod tests {
             AdapterError::AccessDenied {
                 endpoint: s(),
                 message: s(),
-            },
-            AdapterError::PermissionDenied {
-                denial: precise_ttl_core::access::Denial {
-                    principal: Some(s()),
-                    action: "dynamodb:Query".into(),
-                    resource: Some(s()),
-                    reason: Some(s()),
-                },
-                endpoint: s(),
             },
             AdapterError::Call {
                 operation: "Query",
@@ -440,40 +487,32 @@ mod tests {
         }
     }
 
-    /// DynamoDB's AccessDeniedException names the action: the error leads with it, is fatal,
-    /// and a store call's error keeps the service's sentence for the binary to find.
+    /// The SDK reports a credentials failure as a dispatch failure; it must not read as an
+    /// unreachable store (which `run` would wait for).
     #[test]
-    fn a_denied_action_is_named_and_fatal() {
-        let message = "User: arn:aws:sts::123456789012:assumed-role/r/s is not authorized to perform: dynamodb:DescribeTable on resource: arn:aws:dynamodb:eu-west-1:123456789012:table/t because no identity-based policy allows the dynamodb:DescribeTable action";
-        let denied = AdapterError::from_sdk(
-            "DescribeTable",
-            "https://dynamodb.eu-west-1.amazonaws.com",
-            answered(400, "AccessDeniedException", message),
-        );
-        let AdapterError::PermissionDenied { denial, .. } = &denied else {
-            panic!("{denied}");
+    fn credentials_failures_are_named_and_fatal() {
+        use aws_credential_types::provider::error::CredentialsError;
+        use aws_smithy_runtime_api::client::result::ConnectorError;
+        let failing = |e: CredentialsError| -> SdkError<DeleteItemError, HttpResponse> {
+            SdkError::dispatch_failure(ConnectorError::other(Box::new(e), None))
         };
-        assert_eq!(denial.action, "dynamodb:DescribeTable");
-        assert_eq!(denied.class(), ErrorClass::Fatal);
+        let mapped = |e| AdapterError::from_sdk("DescribeTable", "e", failing(e));
+        let process = mapped(CredentialsError::provider_error(
+            "external process exited with code 1. Stderr: sign in again",
+        ));
         assert!(
-            denied
-                .to_string()
-                .starts_with("access denied: dynamodb:DescribeTable on arn:aws:dynamodb:"),
-            "{denied}"
+            matches!(&process, AdapterError::Credentials { message, .. } if message.contains("sign in again")),
+            "{process}"
         );
-        let stored = store_error("Query", answered(400, "AccessDeniedException", message));
-        assert_eq!(stored.class, ErrorClass::Fatal);
-        assert!(stored.message.contains(message), "{}", stored.message);
-        // Another wording stays the plain AccessDenied it was.
-        let plain = AdapterError::from_sdk(
-            "DescribeTable",
-            "e",
-            answered(400, "AccessDeniedException", "not allowed"),
-        );
-        assert!(
-            matches!(plain, AdapterError::AccessDenied { .. }),
-            "{plain}"
-        );
+        assert_eq!(process.class(), ErrorClass::Fatal);
+        let sso = mapped(CredentialsError::provider_error(
+            "the SSO token has expired and cannot be refreshed",
+        ));
+        assert!(matches!(sso, AdapterError::SsoSession { .. }), "{sso}");
+        let none = mapped(CredentialsError::not_loaded_no_source());
+        assert!(matches!(none, AdapterError::NoCredentials { .. }), "{none}");
+        let during_a_run = failing(CredentialsError::provider_error("403 from IMDS"));
+        assert_eq!(classify(&during_a_run), ErrorClass::Fatal);
     }
 
     #[test]

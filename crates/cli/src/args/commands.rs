@@ -283,6 +283,7 @@ impl SinkTuning {
             spool: self.archive_spool.clone(),
             s3_endpoint_url: self.archive_endpoint_url.clone(),
             region: global.region.clone(),
+            profile: global.profile.clone(),
             ..precise_ttl_archive::SinkOptions::default()
         };
         Ok(precise_ttl_archive::Sink::open(url, &options).await?)

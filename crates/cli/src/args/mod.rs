@@ -28,7 +28,10 @@ Start with:
 
 Every flag can also be set through an environment variable PRECISE_TTL_<FLAG> (for example
 PRECISE_TTL_TABLE). Region, credentials and endpoint also come from the standard AWS
-configuration: AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL.
+configuration, as for the AWS CLI: AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB,
+AWS_ENDPOINT_URL, and every credential source the CLI reads (keys in the environment, profiles
+with SSO, credential_process or `aws login`, web identity, ECS and EKS container credentials,
+the instance metadata service); --profile picks a profile.
 
 Existing tables: `doctor` finds TTL problems, `backfill` gives existing items their shard, and
 --index-layout blog-window sweeps the 2022 blog's expirationWindow index as it stands.
@@ -97,6 +100,16 @@ pub struct Global {
     /// The AWS region (default: AWS_REGION, then the profile's region)
     #[arg(long, env = "PRECISE_TTL_REGION", global = true)]
     pub region: Option<String>,
+
+    /// The profile in ~/.aws/config and ~/.aws/credentials to take credentials and region from
+    /// (static keys, a role, SSO, credential_process, `aws login`). As in the AWS CLI, it beats
+    /// the AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY variables; without it, those come first,
+    /// then the profile AWS_PROFILE names (else `default`), web identity
+    /// (AWS_WEB_IDENTITY_TOKEN_FILE), container credentials (ECS, EKS) and the instance
+    /// metadata service. Also honoured for a loopback --endpoint-url (DynamoDB Local), which
+    /// otherwise gets fixed local credentials. See docs/aws.md
+    #[arg(long, env = "PRECISE_TTL_PROFILE", global = true, value_name = "NAME")]
+    pub profile: Option<String>,
 
     /// Time allowed to open a connection
     #[arg(long, env = "PRECISE_TTL_CONNECT_TIMEOUT", default_value = "3s", global = true, value_parser = duration)]

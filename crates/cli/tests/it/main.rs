@@ -2,7 +2,6 @@
 //! one named by `PRECISE_TTL_TEST_ENDPOINT`). Every test works on its own randomly named table,
 //! deleted when the test ends.
 
-mod access_denied;
 mod adoption;
 mod adversarial;
 mod archive;
@@ -13,18 +12,17 @@ mod cli;
 mod cli_reference;
 mod clock;
 mod crash_loop;
+mod credentials;
 mod daemon;
 mod deploy;
-mod iam;
-mod iam_policy;
 mod leases;
 mod proxy;
 mod read;
 mod readme;
-mod recorder;
 mod recovery;
 mod setup;
 mod simulated;
+mod stand_in;
 mod stop;
 mod support;
 mod sweep;

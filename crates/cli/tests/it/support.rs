@@ -426,7 +426,21 @@ pub fn s3_endpoint() -> &'static str {
     })
 }
 
-/// A client of the local S3 server.
+/// A client of the local S3 server, with fixed credentials (moto takes any) whatever the test
+/// runner's environment chose: no AWS_PROFILE of the developer's may be read here.
 pub async fn s3() -> aws_sdk_s3::Client {
-    precise_ttl_archive::s3::client(Some(s3_endpoint()), None).await
+    let config = aws_sdk_s3::config::Builder::new()
+        .behavior_version(precise_ttl_archive::aws::behavior_version())
+        .region(aws_sdk_s3::config::Region::new("us-east-1"))
+        .endpoint_url(s3_endpoint())
+        .force_path_style(true)
+        .credentials_provider(aws_sdk_s3::config::Credentials::new(
+            "precise-ttl-local",
+            "precise-ttl-local",
+            None,
+            None,
+            "precise-ttl-local",
+        ))
+        .build();
+    aws_sdk_s3::Client::from_conf(config)
 }
