@@ -1,6 +1,7 @@
 //! What to do about an error, in the words of this command line: the libraries say what went
 //! wrong; the binary, which knows its flags, adds one line on how to fix it.
 
+use precise_ttl_core::access::Denial;
 use precise_ttl_dynamodb::AdapterError;
 
 /// The hint for the first adapter error in `error`'s chain, if it has one. `profile`: the
@@ -54,4 +55,43 @@ pub fn for_error(error: &anyhow::Error, profile: Option<&str>) -> Option<String>
         }
         _ => return None,
     })
+}
+
+/// The refused IAM action in `error`'s chain: the adapter's [`AdapterError::PermissionDenied`],
+/// or any message in AWS's access-denied format (a store call's error carries the service's
+/// sentence as it came).
+pub fn denial(error: &anyhow::Error) -> Option<Denial> {
+    error
+        .chain()
+        .find_map(|e| match e.downcast_ref::<AdapterError>() {
+            Some(AdapterError::PermissionDenied { denial, .. }) => Some(denial.clone()),
+            _ => Denial::parse(&e.to_string()),
+        })
+}
+
+/// The commands that have a policy in deploy/iam/, each holding exactly the actions it calls.
+const WITH_POLICY: &[&str] = &[
+    "archive", "backfill", "doctor", "run", "setup", "status", "sweep",
+];
+
+/// Which policy to fix for `denial` in `command` (the subcommand's name).
+pub fn for_denial(denial: &Denial, command: &str) -> String {
+    let action = &denial.action;
+    let policy = if denial.service() == "s3" {
+        "deploy/iam/s3-archive-policy.json".to_string()
+    } else if WITH_POLICY.contains(&command) {
+        format!("deploy/iam/{command}-policy.json")
+    } else {
+        return format!("allow {action} to these credentials (docs/iam.md)");
+    };
+    if denial.is_explicit() {
+        // An Allow cannot override a Deny: the fix is with whoever owns the denying policy.
+        format!(
+            "a Deny refuses {action}, which no Allow overrides: remove it there ({policy} lists what `precise-ttl {command}` needs)"
+        )
+    } else {
+        format!(
+            "allow {action}: {policy} holds every action `precise-ttl {command}` calls (docs/iam.md)"
+        )
+    }
 }

@@ -43,6 +43,8 @@ fn main() -> ExitCode {
         None => Cli::command(),
     };
     let matches = command.get_matches();
+    // For the hint after a refused IAM action: each command has its own policy file.
+    let command_name = matches.subcommand_name().unwrap_or_default().to_string();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
@@ -71,6 +73,14 @@ fn main() -> ExitCode {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Partial) => ExitCode::from(3),
         Ok(Outcome::Findings) => ExitCode::from(4),
+        // A refused IAM action: its one line (action, resource, caller, why) and the policy
+        // file to fix, not the whole chain of the call that met it.
+        Err(e) if hints::denial(&e).is_some() => {
+            let denial = hints::denial(&e).expect("checked by the guard");
+            eprintln!("error: {denial}");
+            eprintln!("hint: {}", hints::for_denial(&denial, &command_name));
+            ExitCode::from(1)
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             if let Some(hint) = hints::for_error(&e, profile.as_deref()) {

@@ -4,6 +4,7 @@
 //! the rules that decide what may be deleted testable exhaustively, and identical in the daemon,
 //! the one-pass sweep, the benchmark and the tests.
 
+pub mod access;
 pub mod backoff;
 pub mod diagnose;
 pub mod due_rule;

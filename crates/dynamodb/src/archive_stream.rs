@@ -16,7 +16,7 @@
 use crate::connect::Dynamo;
 use crate::error::AdapterError;
 use crate::record::{DeletedBy, ExpiryRecord};
-use crate::stream::stream_error;
+use crate::stream::stream_call_error;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::types::StreamViewType;
 use aws_sdk_dynamodbstreams::types::{
@@ -449,9 +449,10 @@ impl Tail<'_> {
         };
         match answer {
             Ok(out) => Ok(out.shard_iterator),
-            Err(e) => Err(stream_error(
+            Err(e) => Err(stream_call_error(
                 "GetShardIterator",
-                aws_sdk_dynamodb::error::DisplayErrorContext(e),
+                &self.dynamo.describe_endpoint(),
+                e,
             )),
         }
     }
@@ -475,6 +476,14 @@ impl Tail<'_> {
                 .await
             {
                 Ok(out) => out,
+                // Refused access is for good: no later pass can read the stream.
+                Err(e) if crate::error::denial(&e).is_some() => {
+                    return Err(stream_call_error(
+                        "GetRecords",
+                        &self.dynamo.describe_endpoint(),
+                        e,
+                    ));
+                }
                 // An expired or trimmed iterator is dropped: the next pass asks for a new one
                 // from the checkpoint.
                 Err(e) => {
@@ -606,12 +615,7 @@ async fn list_shards(
             .set_exclusive_start_shard_id(start.clone())
             .send()
             .await
-            .map_err(|e| {
-                stream_error(
-                    "DescribeStream",
-                    aws_sdk_dynamodb::error::DisplayErrorContext(e),
-                )
-            })?;
+            .map_err(|e| stream_call_error("DescribeStream", &dynamo.describe_endpoint(), e))?;
         let Some(d) = out.stream_description else {
             return Ok(shards);
         };

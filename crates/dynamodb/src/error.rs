@@ -115,6 +115,13 @@ pub enum AdapterError {
     Unreachable { endpoint: String, message: String },
     #[error("access denied by {endpoint}: {message}")]
     AccessDenied { endpoint: String, message: String },
+    /// An `AccessDeniedException` whose message names the IAM action (AWS's documented
+    /// format): the line leads with the action, so the policy to fix is plain.
+    #[error("{denial} (from {endpoint})")]
+    PermissionDenied {
+        denial: precise_ttl_core::access::Denial,
+        endpoint: String,
+    },
     #[error("{operation} failed: {message}")]
     Call {
         operation: &'static str,
@@ -146,6 +153,12 @@ impl AdapterError {
         let message = describe(&err);
         if let Some(failure) = credentials_failure(endpoint, &err) {
             return failure;
+        }
+        if let Some(denial) = denial(&err) {
+            return AdapterError::PermissionDenied {
+                denial,
+                endpoint: endpoint.to_string(),
+            };
         }
         match &err {
             SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => AdapterError::Unreachable {
@@ -325,6 +338,22 @@ where
     StoreError::new(class, format!("{operation}: {}", describe(&err))).with_source(err)
 }
 
+/// The IAM action (and resource) an `AccessDeniedException` names, when its message is in
+/// AWS's documented format ([`precise_ttl_core::access`]). DynamoDB answers it with HTTP 400 and
+/// `{"__type":"com.amazon.coral.service#AccessDeniedException","Message":"User: ... is not
+/// authorized to perform: dynamodb:Query on resource: ..."}`; the SDK strips the namespace.
+pub(crate) fn denial<E: ProvideErrorMetadata>(
+    err: &SdkError<E, HttpResponse>,
+) -> Option<precise_ttl_core::access::Denial> {
+    let SdkError::ServiceError(se) = err else {
+        return None;
+    };
+    if se.err().code() != Some("AccessDeniedException") {
+        return None;
+    }
+    precise_ttl_core::access::Denial::parse(se.err().message()?)
+}
+
 /// Runs a control-plane call, and again with `backoff` after a throttle or a 5xx (an
 /// [`AdapterError::Call`] of those classes): DynamoDB Local answers InternalFailure while another
 /// table's index is being built, and DynamoDB may answer any call with a 500. Every other
@@ -439,6 +468,15 @@ mod tests {
                 endpoint: s(),
                 message: s(),
             },
+            AdapterError::PermissionDenied {
+                denial: precise_ttl_core::access::Denial {
+                    principal: Some(s()),
+                    action: "dynamodb:Query".into(),
+                    resource: Some(s()),
+                    reason: Some(s()),
+                },
+                endpoint: s(),
+            },
             AdapterError::Call {
                 operation: "Query",
                 class: ErrorClass::Fatal,
@@ -485,6 +523,42 @@ mod tests {
                 stored.message
             );
         }
+    }
+
+    /// DynamoDB's AccessDeniedException names the action: the error leads with it, is fatal,
+    /// and a store call's error keeps the service's sentence for the binary to find.
+    #[test]
+    fn a_denied_action_is_named_and_fatal() {
+        let message = "User: arn:aws:sts::123456789012:assumed-role/r/s is not authorized to perform: dynamodb:DescribeTable on resource: arn:aws:dynamodb:eu-west-1:123456789012:table/t because no identity-based policy allows the dynamodb:DescribeTable action";
+        let denied = AdapterError::from_sdk(
+            "DescribeTable",
+            "https://dynamodb.eu-west-1.amazonaws.com",
+            answered(400, "AccessDeniedException", message),
+        );
+        let AdapterError::PermissionDenied { denial, .. } = &denied else {
+            panic!("{denied}");
+        };
+        assert_eq!(denial.action, "dynamodb:DescribeTable");
+        assert_eq!(denied.class(), ErrorClass::Fatal);
+        assert!(
+            denied
+                .to_string()
+                .starts_with("access denied: dynamodb:DescribeTable on arn:aws:dynamodb:"),
+            "{denied}"
+        );
+        let stored = store_error("Query", answered(400, "AccessDeniedException", message));
+        assert_eq!(stored.class, ErrorClass::Fatal);
+        assert!(stored.message.contains(message), "{}", stored.message);
+        // Another wording stays the plain AccessDenied it was.
+        let plain = AdapterError::from_sdk(
+            "DescribeTable",
+            "e",
+            answered(400, "AccessDeniedException", "not allowed"),
+        );
+        assert!(
+            matches!(plain, AdapterError::AccessDenied { .. }),
+            "{plain}"
+        );
     }
 
     /// The SDK reports a credentials failure as a dispatch failure; it must not read as an

@@ -109,6 +109,26 @@ pub(crate) fn stream_error(operation: &'static str, e: impl std::fmt::Display) -
     }
 }
 
+/// A failed stream call: transient (the caller reads again), unless the stream refused access:
+/// no retry brings a missing `dynamodb:GetRecords` (or `DescribeStream`, `GetShardIterator`),
+/// so that one is fatal and names the action.
+pub(crate) fn stream_call_error<E>(
+    operation: &'static str,
+    endpoint: &str,
+    e: aws_sdk_dynamodbstreams::error::SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,
+) -> AdapterError
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    match crate::error::denial(&e) {
+        Some(denial) => AdapterError::PermissionDenied {
+            denial,
+            endpoint: endpoint.to_string(),
+        },
+        None => stream_error(operation, aws_sdk_dynamodb::error::DisplayErrorContext(e)),
+    }
+}
+
 impl RemovalStream {
     /// Opens every shard of the table's latest stream at LATEST: only changes from now on.
     pub async fn open_latest(dynamo: &Dynamo, table: &str) -> Result<Self, AdapterError> {

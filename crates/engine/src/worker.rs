@@ -29,22 +29,34 @@ where
     };
     let mut beating = leases.map(|l| l.start());
     let lease_failure = beating.as_mut().and_then(|b| b.failure());
-    let stop = async move {
-        tokio::select! {
-            _ = shutdown => {}
-            // A lease table that vanished or refuses access stops the worker, as a fatal store
-            // error does.
-            Some(Ok(_)) = async {
-                match lease_failure {
-                    Some(failure) => Some(failure.await),
-                    None => std::future::pending().await,
+    // Kept for the caller: a worker stopped by its lease table failed, it did not finish (a
+    // refused `dynamodb:UpdateItem` must end `run` non-zero, as a refused delete does).
+    let lease_error = Arc::new(std::sync::Mutex::new(None));
+    let stop = {
+        let lease_error = Arc::clone(&lease_error);
+        async move {
+            tokio::select! {
+                _ = shutdown => {}
+                // A lease table that vanished or refuses access stops the worker, as a fatal
+                // store error does.
+                Some(Ok(e)) = async {
+                    match lease_failure {
+                        Some(failure) => Some(failure.await),
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    *lease_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
                 }
-            } => {}
+            }
         }
     };
     let report = daemon.run(stop).await;
     if let Some(beating) = beating {
         beating.stop().await;
     }
-    report
+    let failed = lease_error.lock().unwrap_or_else(|p| p.into_inner()).take();
+    match (report, failed) {
+        (Ok(_), Some(e)) => Err(DaemonError::Fatal(e)),
+        (report, _) => report,
+    }
 }

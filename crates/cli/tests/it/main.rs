@@ -2,6 +2,7 @@
 //! one named by `PRECISE_TTL_TEST_ENDPOINT`). Every test works on its own randomly named table,
 //! deleted when the test ends.
 
+mod access_denied;
 mod adoption;
 mod adversarial;
 mod archive;
@@ -15,10 +16,13 @@ mod crash_loop;
 mod credentials;
 mod daemon;
 mod deploy;
+mod iam;
+mod iam_policy;
 mod leases;
 mod proxy;
 mod read;
 mod readme;
+mod recorder;
 mod recovery;
 mod setup;
 mod simulated;

@@ -1,0 +1,435 @@
+//! Each policy of deploy/iam/ is exactly what its command calls: every command runs through its
+//! real paths against DynamoDB Local (and the local S3 server for `s3://` archives) behind a
+//! recording proxy ([`crate::recorder`]); every request it made must be allowed by its policy
+//! (action, resource and `dynamodb:LeadingKeys` condition, [`crate::iam_policy`]), and every
+//! action of every policy statement must have been needed by some request: a policy that
+//! allows more than the command calls fails as surely as one that allows less.
+//!
+//! The paths: `setup` creating a table with its stream and the lease table, and adding the index
+//! to a bare table with native TTL; `run` with leases, PartiQL batch deletes and an `s3://`
+//! archive, then with `--delete-mode single`; `sweep`; `status` with leases; `doctor`;
+//! `backfill`; `archive` to `file://` and to `s3://`, each creating its checkpoint table. Every
+//! table and bucket is new, so each "create if missing" path runs.
+
+use crate::iam_policy::{Statement, allowing, needs, policy};
+use crate::recorder::{Recorder, Request};
+use crate::support::{
+    TestTable, at, dynamo, endpoint, item, n, precise_ttl, s3, s3_endpoint, terminate,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The (statement, action) pairs of each policy file that some request needed.
+#[derive(Default)]
+struct Used(BTreeMap<&'static str, BTreeSet<(String, String)>>);
+
+/// Checks that `policies` (together) allow every request `command` made.
+fn check(
+    command: &str,
+    requests: &[Request],
+    policies: &[&'static str],
+    fill: &BTreeMap<&str, String>,
+    used: &mut Used,
+) {
+    assert!(!requests.is_empty(), "`{command}`: no request recorded");
+    let docs: Vec<(&'static str, Vec<Statement>)> =
+        policies.iter().map(|f| (*f, policy(f, fill))).collect();
+    let mut missing = BTreeSet::new();
+    for request in requests {
+        for need in needs(request) {
+            let found = docs.iter().find_map(|(file, statements)| {
+                allowing(statements, &need).map(|(sid, action)| (*file, sid.to_string(), action))
+            });
+            match found {
+                Some((file, sid, action)) => {
+                    used.0.entry(file).or_default().insert((sid, action));
+                }
+                None => {
+                    missing.insert(need.to_string());
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "`{command}` made calls {policies:?} does not allow: {missing:#?}"
+    );
+}
+
+fn fill(table: &str, extra: &[(&'static str, &str)]) -> BTreeMap<&'static str, String> {
+    let mut map = BTreeMap::from([
+        ("REGION", "*".to_string()),
+        ("ACCOUNT", "*".to_string()),
+        ("TABLE", table.to_string()),
+    ]);
+    for (k, v) in extra {
+        map.insert(*k, (*v).to_string());
+    }
+    map
+}
+
+fn temp(what: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("precise-ttl-iam-{what}-{:016x}", fastrand::u64(..)))
+}
+
+/// Whether any file under `dir` has content (a spooled segment, an archive file).
+fn holds_records(dir: &Path) -> bool {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| {
+            let path = e.path();
+            if path.is_dir() {
+                holds_records(&path)
+            } else {
+                e.metadata().is_ok_and(|m| m.len() > 0)
+            }
+        })
+}
+
+/// `archive` until `dir` holds records and their checkpoint was saved (at most 60 s), then
+/// stopped as a service manager stops it; it must exit 0.
+async fn archive_until_checkpointed(args: &[&str], dir: &Path, rec: &Recorder) {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .args(["archive", "--poll-interval", "200ms"])
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !(holds_records(dir) && rec.saw("PutItem")) && started.elapsed() < Duration::from_secs(60)
+    {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("archive exited early ({status})");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(holds_records(dir), "archive wrote no record within 60 s");
+    terminate(&child);
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "archive: {stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_command_calls_exactly_what_its_policy_allows() {
+    let rec = Recorder::start(endpoint()).await;
+    let s3rec = Recorder::start(s3_endpoint()).await;
+    let cmd = || {
+        let mut c = precise_ttl();
+        c.env("PRECISE_TTL_ENDPOINT_URL", &rec.url);
+        c
+    };
+    // Control tables of their own: each "create if missing" path runs, and they go at the end.
+    let id = format!("{:08x}", fastrand::u32(..));
+    let leases = TestTable {
+        name: format!("precise-ttl-iam-leases-{id}"),
+        dynamo: dynamo(),
+    };
+    let file_checkpoints = TestTable {
+        name: format!("precise-ttl-iam-checkpoints-file-{id}"),
+        dynamo: dynamo(),
+    };
+    let s3_checkpoints = TestTable {
+        name: format!("precise-ttl-iam-checkpoints-s3-{id}"),
+        dynamo: dynamo(),
+    };
+    let bucket = format!("precise-ttl-iam-{id}");
+    s3().await
+        .create_bucket()
+        .bucket(&bucket)
+        .send()
+        .await
+        .expect("create bucket");
+    let prefix = "expiries";
+    let s3_url = format!("s3://{bucket}/{prefix}");
+    let mut used = Used::default();
+    let lease_fill = [("precise-ttl-leases", leases.name.as_str())];
+
+    // setup: a new table with its stream (native TTL left alone, so that the items below are
+    // deleted by `run`, not by DynamoDB Local's own TTL), and the lease table.
+    let table = TestTable::named();
+    let t = table.name.clone();
+    cmd()
+        .args([
+            "setup",
+            "--table",
+            &t,
+            "--create-table",
+            "--partition-key",
+            "pk",
+        ])
+        .args(["--stream", "--no-native-ttl", "--lease-table", &leases.name])
+        .assert()
+        .success();
+    check(
+        "setup --create-table --stream",
+        &rec.take(),
+        &["setup-policy.json"],
+        &fill(&t, &lease_fill),
+        &mut used,
+    );
+    // setup of a bare table: the index added, native TTL enabled.
+    let bare = TestTable::bare().await;
+    cmd()
+        .args([
+            "setup",
+            "--table",
+            &bare.name,
+            "--lease-table",
+            &leases.name,
+        ])
+        .assert()
+        .success();
+    check(
+        "setup",
+        &rec.take(),
+        &["setup-policy.json"],
+        &fill(&bare.name, &lease_fill),
+        &mut used,
+    );
+
+    // run with leases, PartiQL batches (40 items due at once) and an s3:// archive.
+    let due = |from: i64, count: i64| {
+        (from..from + count)
+            .map(|i| {
+                item(
+                    &format!("due-{i}"),
+                    &[("ttl", at(-3_000)), ("ttl_shard", n(i % 16))],
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    table.put_many(due(0, 40)).await;
+    table
+        .put(item(
+            "later",
+            &[("ttl", at(3_600_000)), ("ttl_shard", n(3))],
+        ))
+        .await;
+    let spool = temp("spool");
+    let s3_fill = [("BUCKET", bucket.as_str()), ("PREFIX", prefix)];
+    let run_fill: Vec<_> = lease_fill.iter().chain(&s3_fill).copied().collect();
+    cmd()
+        .args([
+            "run",
+            "--table",
+            &t,
+            "--lease-table",
+            &leases.name,
+            "--for",
+            "6s",
+        ])
+        .args([
+            "--archive",
+            &s3_url,
+            "--archive-endpoint-url",
+            &s3rec.url,
+            "--archive-spool",
+        ])
+        .arg(&spool)
+        .assert()
+        .success();
+    assert_eq!(table.count().await, 1, "run deleted every due item");
+    let both = ["run-policy.json", "s3-archive-policy.json"];
+    check(
+        "run --archive s3://",
+        &rec.take(),
+        &both,
+        &fill(&t, &run_fill),
+        &mut used,
+    );
+    check(
+        "run --archive s3:// (S3)",
+        &s3rec.take(),
+        &both,
+        &fill(&t, &run_fill),
+        &mut used,
+    );
+
+    // run deleting one item per DeleteItem.
+    table.put_many(due(100, 3)).await;
+    cmd()
+        .args([
+            "run",
+            "--table",
+            &t,
+            "--lease-table",
+            &leases.name,
+            "--for",
+            "6s",
+        ])
+        .args(["--delete-mode", "single"])
+        .assert()
+        .success();
+    assert_eq!(table.count().await, 1, "run deleted every due item");
+    check(
+        "run --delete-mode single",
+        &rec.take(),
+        &["run-policy.json"],
+        &fill(&t, &lease_fill),
+        &mut used,
+    );
+
+    // sweep, status (with the leases `run` left), doctor.
+    table.put_many(due(200, 2)).await;
+    cmd().args(["sweep", "--table", &t]).assert().success();
+    check(
+        "sweep",
+        &rec.take(),
+        &["sweep-policy.json"],
+        &fill(&t, &[]),
+        &mut used,
+    );
+    cmd()
+        .args(["status", "--table", &t, "--lease-table", &leases.name])
+        .assert()
+        .success();
+    check(
+        "status",
+        &rec.take(),
+        &["status-policy.json"],
+        &fill(&t, &lease_fill),
+        &mut used,
+    );
+    // Exit 4: doctor finds native TTL off (and the item without a shard below, later).
+    table.put(item("no-shard", &[("ttl", at(3_600_000))])).await;
+    let doctor = cmd().args(["doctor", "--table", &t]).output().unwrap();
+    assert!(
+        matches!(doctor.status.code(), Some(0 | 4)),
+        "doctor: {}",
+        String::from_utf8_lossy(&doctor.stderr)
+    );
+    check(
+        "doctor",
+        &rec.take(),
+        &["doctor-policy.json"],
+        &fill(&t, &[]),
+        &mut used,
+    );
+
+    // backfill: the item without a shard gets one.
+    let progress = temp("backfill.json");
+    cmd()
+        .args(["backfill", "--table", &t, "--checkpoint"])
+        .arg(&progress)
+        .assert()
+        .success();
+    let _ = std::fs::remove_file(&progress);
+    check(
+        "backfill",
+        &rec.take(),
+        &["backfill-policy.json"],
+        &fill(&t, &[]),
+        &mut used,
+    );
+
+    // archive of the stream's expiries, to a folder and to S3.
+    let dir = temp("archive");
+    let to = format!("file://{}", dir.display());
+    archive_until_checkpointed(
+        &[
+            "--endpoint-url",
+            &rec.url,
+            "--table",
+            &t,
+            "--to",
+            &to,
+            "--checkpoint-table",
+            &file_checkpoints.name,
+        ],
+        &dir,
+        &rec,
+    )
+    .await;
+    let checkpoints = [(
+        "precise-ttl-archive-checkpoints",
+        file_checkpoints.name.as_str(),
+    )];
+    check(
+        "archive --to file://",
+        &rec.take(),
+        &["archive-policy.json"],
+        &fill(&t, &checkpoints),
+        &mut used,
+    );
+    let spool_stream = temp("spool");
+    archive_until_checkpointed(
+        &[
+            "--endpoint-url",
+            &rec.url,
+            "--table",
+            &t,
+            "--to",
+            &s3_url,
+            "--checkpoint-table",
+            &s3_checkpoints.name,
+            "--archive-endpoint-url",
+            &s3rec.url,
+            "--archive-spool",
+            spool_stream.to_str().unwrap(),
+        ],
+        &spool_stream,
+        &rec,
+    )
+    .await;
+    let archive_fill: Vec<_> = [(
+        "precise-ttl-archive-checkpoints",
+        s3_checkpoints.name.as_str(),
+    )]
+    .iter()
+    .chain(&s3_fill)
+    .copied()
+    .collect();
+    let both = ["archive-policy.json", "s3-archive-policy.json"];
+    check(
+        "archive --to s3://",
+        &rec.take(),
+        &both,
+        &fill(&t, &archive_fill),
+        &mut used,
+    );
+    check(
+        "archive --to s3:// (S3)",
+        &s3rec.take(),
+        &both,
+        &fill(&t, &archive_fill),
+        &mut used,
+    );
+    for path in [&dir, &spool, &spool_stream] {
+        let _ = std::fs::remove_dir_all(path);
+    }
+
+    // No statement allows an action that no path above needed.
+    let mut unused = Vec::new();
+    for file in [
+        "setup-policy.json",
+        "run-policy.json",
+        "sweep-policy.json",
+        "status-policy.json",
+        "doctor-policy.json",
+        "backfill-policy.json",
+        "archive-policy.json",
+        "s3-archive-policy.json",
+    ] {
+        for statement in policy(file, &BTreeMap::new()) {
+            for action in &statement.actions {
+                let pair = (statement.sid.clone(), action.clone());
+                if !used.0.get(file).is_some_and(|u| u.contains(&pair)) {
+                    unused.push(format!("{file}: {} {action}", statement.sid));
+                }
+            }
+        }
+    }
+    assert!(
+        unused.is_empty(),
+        "policy actions no command path needed: {unused:#?}"
+    );
+}
