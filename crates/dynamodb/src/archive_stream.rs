@@ -476,8 +476,12 @@ impl Tail<'_> {
                 .await
             {
                 Ok(out) => out,
-                // Refused access is for good: no later pass can read the stream.
-                Err(e) if crate::error::denial(&e).is_some() => {
+                // Refused access is for good: no later pass can read the stream; nor can one
+                // without credentials.
+                Err(e)
+                    if crate::error::denial(&e).is_some()
+                        || crate::error::is_credentials_failure(&e) =>
+                {
                     return Err(stream_call_error(
                         "GetRecords",
                         &self.dynamo.describe_endpoint(),

@@ -187,7 +187,7 @@ impl AdapterError {
 /// anywhere is [`AdapterError::NoCredentials`]; a source that was found but failed is named in
 /// aws-config's words. aws-config's SSO errors are private types, so an SSO failure is known by
 /// its text: "SSO" in aws-config's own messages, or the SSO portal's `UnauthorizedException`.
-fn credentials_failure(
+pub(crate) fn credentials_failure(
     endpoint: &str,
     err: &(dyn std::error::Error + 'static),
 ) -> Option<AdapterError> {
@@ -240,6 +240,11 @@ fn missing_profile(
     let attempt = chain.attempts().iter().find(|a| a.name() == "Profile")?;
     let reason = causes(std::error::Error::source(attempt.error())?);
     (reason.contains("was not defined") && !reason.contains("`default`")).then_some(reason)
+}
+
+/// Whether a call failed for want of credentials: no retry brings them back.
+pub(crate) fn is_credentials_failure(err: &(dyn std::error::Error + 'static)) -> bool {
+    credentials_error(err).is_some()
 }
 
 /// The credentials error among `err`'s causes, if the call failed for want of credentials.

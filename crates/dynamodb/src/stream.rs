@@ -120,6 +120,10 @@ pub(crate) fn stream_call_error<E>(
 where
     E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
+    // Credentials that cannot be had are for good too (an expired SSO session, a refused role).
+    if let Some(failure) = crate::error::credentials_failure(endpoint, &e) {
+        return failure;
+    }
     match crate::error::denial(&e) {
         Some(denial) => AdapterError::PermissionDenied {
             denial,
