@@ -8,9 +8,7 @@
 
 use crate::args::{ArchiveArgs, Global};
 use crate::wiring::Outcome;
-use axum::Router;
 use axum::http::StatusCode;
-use axum::routing::get;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use precise_ttl_dynamodb::archive_stream::{
     ArchiveHealth, ArchiveOptions, ArchiveProgress, archive, open,
@@ -74,53 +72,30 @@ fn install_recorder() -> anyhow::Result<PrometheusHandle> {
     Ok(handle)
 }
 
-/// Binds `addr` and serves `/metrics` and `/healthz` until the process ends; returns the bound
-/// address (port 0 picks one). The archive has counters and a gauge only, so the recorder
-/// needs none of the histogram upkeep `run`'s server does.
+/// Serves `/metrics` and `/healthz` until the process ends; returns the bound address (port 0
+/// picks one). The archive has counters and a gauge only, so the recorder needs none of the
+/// histogram upkeep `run`'s server does.
 async fn serve(
     addr: SocketAddr,
     prometheus: PrometheusHandle,
     progress: ArchiveProgress,
     stale_after: Duration,
 ) -> anyhow::Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {addr} for metrics: {e}"))?;
-    let bound = listener.local_addr()?;
-    let app = Router::new()
-        .route(
-            "/metrics",
-            get(move || {
-                let p = prometheus.clone();
-                async move { p.render() }
-            }),
-        )
-        .route(
-            "/healthz",
-            get(move || {
-                let health = progress.health(tokio::time::Instant::now(), stale_after);
-                async move {
-                    match health {
-                        ArchiveHealth::Reading => (StatusCode::OK, "ok\n".to_string()),
-                        ArchiveHealth::Starting => (
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            "starting: no pass over the stream yet\n".to_string(),
-                        ),
-                        ArchiveHealth::Stale(for_) => (
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            format!(
-                                "no complete pass over the stream for {:.1} s\n",
-                                for_.as_secs_f64()
-                            ),
-                        ),
-                    }
-                }
-            }),
-        );
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::error!(error = %e, "metrics server stopped");
+    crate::serve::serve_with(addr, prometheus, move || {
+        match progress.health(tokio::time::Instant::now(), stale_after) {
+            ArchiveHealth::Reading => (StatusCode::OK, "ok\n".to_string()),
+            ArchiveHealth::Starting => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "starting: no pass over the stream yet\n".to_string(),
+            ),
+            ArchiveHealth::Stale(for_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "no complete pass over the stream for {:.1} s\n",
+                    for_.as_secs_f64()
+                ),
+            ),
         }
-    });
-    Ok(bound)
+    })
+    .await
 }

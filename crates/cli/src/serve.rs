@@ -1,4 +1,4 @@
-//! `/metrics` (Prometheus text) and `/healthz` for `precise-ttl run`.
+//! `/metrics` (Prometheus text) and `/healthz` for `precise-ttl run` and `precise-ttl archive`.
 
 use axum::Router;
 use axum::http::StatusCode;
@@ -23,17 +23,14 @@ pub fn install_recorder() -> anyhow::Result<PrometheusHandle> {
     Ok(handle)
 }
 
-/// Binds `addr` and serves until the process ends. Returns the bound address (port 0 picks one).
+/// Binds `addr` and serves `run`'s `/metrics` and `/healthz` until the process ends. Returns the
+/// bound address (port 0 picks one).
 pub async fn serve(
     addr: SocketAddr,
     prometheus: PrometheusHandle,
     daemon: DaemonHandle,
     stale_after: Duration,
 ) -> anyhow::Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {addr} for metrics: {e}"))?;
-    let bound = listener.local_addr()?;
     // The recorder keeps every histogram sample until upkeep folds it into buckets; a `/metrics`
     // nobody scrapes would otherwise grow by 8 bytes per delete (seen: 80 MB over a 5-million-item
     // catch-up on the simulated table).
@@ -46,6 +43,51 @@ pub async fn serve(
             upkeep.run_upkeep();
         }
     });
+    // Healthy while index reads keep succeeding (or, for a worker holding no lease,
+    // heartbeats); a store that stays unreachable turns this red long before the backlog
+    // becomes visible to readers.
+    serve_with(addr, prometheus, move || {
+        let now = tokio::time::Instant::now();
+        match daemon.status().health(now, stale_after) {
+            Health::Reading => (StatusCode::OK, "ok\n".to_string()),
+            Health::Standby => (
+                StatusCode::OK,
+                "ok: standby, no shard lease held, lease table reachable\n".to_string(),
+            ),
+            Health::Stalled(shards) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "stalled: shard(s) {} hold due items and no worker has renewed their lease for half a lease duration; this worker holds none (see `precise-ttl status` and the lease table)\n",
+                    shards.join(",")
+                ),
+            ),
+            Health::Stale(for_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("no successful index read for {:.1} s\n", for_.as_secs_f64()),
+            ),
+            Health::Starting => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "starting: no index read yet\n".to_string(),
+            ),
+        }
+    })
+    .await
+}
+
+/// Binds `addr` and serves `/metrics` from `prometheus` and `/healthz` from `health` (called per
+/// request) until the process ends; returns the bound address. `run` and `archive` share it.
+pub async fn serve_with<H>(
+    addr: SocketAddr,
+    prometheus: PrometheusHandle,
+    health: H,
+) -> anyhow::Result<SocketAddr>
+where
+    H: Fn() -> (StatusCode, String) + Clone + Send + Sync + 'static,
+{
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {addr} for metrics: {e}"))?;
+    let bound = listener.local_addr()?;
     let app = Router::new()
         .route(
             "/metrics",
@@ -57,35 +99,8 @@ pub async fn serve(
         .route(
             "/healthz",
             get(move || {
-                let status = daemon.status();
-                async move {
-                    // Healthy while index reads keep succeeding (or, for a worker holding no
-                    // lease, heartbeats); a store that stays unreachable turns this red long
-                    // before the backlog becomes visible to readers.
-                    let now = tokio::time::Instant::now();
-                    match status.health(now, stale_after) {
-                        Health::Reading => (StatusCode::OK, "ok\n".to_string()),
-                        Health::Standby => (
-                            StatusCode::OK,
-                            "ok: standby, no shard lease held, lease table reachable\n".to_string(),
-                        ),
-                        Health::Stalled(shards) => (
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            format!(
-                                "stalled: shard(s) {} hold due items and no worker has renewed their lease for half a lease duration; this worker holds none (see `precise-ttl status` and the lease table)\n",
-                                shards.join(",")
-                            ),
-                        ),
-                        Health::Stale(for_) => (
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            format!("no successful index read for {:.1} s\n", for_.as_secs_f64()),
-                        ),
-                        Health::Starting => (
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            "starting: no index read yet\n".to_string(),
-                        ),
-                    }
-                }
+                let answer = health();
+                async move { answer }
             }),
         );
     tokio::spawn(async move {

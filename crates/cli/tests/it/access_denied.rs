@@ -96,17 +96,7 @@ async fn run_stops_on_a_refused_read_and_names_it() {
 /// The stream: a refused GetRecords stops `archive` (it used to be read again for ever).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn archive_stops_on_refused_stream_reads_and_names_them() {
-    let table = table_with_index().await;
-    precise_ttl()
-        .args([
-            "setup",
-            "--table",
-            &table.name,
-            "--no-native-ttl",
-            "--stream",
-        ])
-        .assert()
-        .success();
+    let table = crate::support::table_with_stream().await;
     table
         .put(item("a", &[("ttl", at(600_000)), ("ttl_shard", n(1))]))
         .await;

@@ -226,17 +226,7 @@ fn archive_child(table: &str, dir: &std::path::Path, checkpoints: &str) -> std::
 /// and started again from its checkpoints, it loses nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn archive_from_the_stream_keeps_every_expiry_and_nothing_else_across_a_kill() {
-    let table = table_with_index().await;
-    precise_ttl()
-        .args([
-            "setup",
-            "--table",
-            &table.name,
-            "--no-native-ttl",
-            "--stream",
-        ])
-        .assert()
-        .success();
+    let table = crate::support::table_with_stream().await;
     let mut items = Vec::new();
     let mut due = BTreeSet::new();
     for i in 0..80 {
@@ -444,17 +434,7 @@ fn sample(page: &str, name: &str) -> Option<f64> {
 /// warning with the way out, and in the counters.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn archive_counts_and_logs_every_remove_it_leaves_out() {
-    let table = table_with_index().await;
-    precise_ttl()
-        .args([
-            "setup",
-            "--table",
-            &table.name,
-            "--no-native-ttl",
-            "--stream",
-        ])
-        .assert()
-        .success();
+    let table = crate::support::table_with_stream().await;
     // 10 to 40 s into a minute: the deletes below fall well inside the minute of their TTL,
     // whose start DynamoDB Local dates their records to, more than a second before the TTL.
     loop {

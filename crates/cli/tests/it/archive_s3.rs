@@ -3,7 +3,7 @@
 //! a killed archiver's spool is uploaded by the next one under the same names; a bucket that
 //! cannot be used is one line.
 
-use crate::support::{at, endpoint, item, n, precise_ttl, s3, s3_endpoint, table_with_index};
+use crate::support::{at, endpoint, item, n, precise_ttl, s3, s3_endpoint};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -114,17 +114,7 @@ fn archive_child(table: &str, checkpoints: &str, to: &str, extra: &[&str]) -> st
 }
 
 async fn table_with_due_items(count: i64) -> (crate::support::TestTable, BTreeSet<String>) {
-    let table = table_with_index().await;
-    precise_ttl()
-        .args([
-            "setup",
-            "--table",
-            &table.name,
-            "--no-native-ttl",
-            "--stream",
-        ])
-        .assert()
-        .success();
+    let table = crate::support::table_with_stream().await;
     let mut items = Vec::new();
     let mut due = BTreeSet::new();
     for i in 0..count {

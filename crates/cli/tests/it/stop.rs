@@ -8,7 +8,7 @@
 //! and nothing later), then signals it after 0 to 475 ms: from the first instant the claim holds
 //! through the start-up of the command.
 
-use crate::support::{endpoint, precise_ttl, table_with_index};
+use crate::support::{endpoint, table_with_index};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -92,17 +92,7 @@ async fn sigterm_while_run_starts_exits_0() {
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_while_archive_starts_exits_0() {
-    let table = table_with_index().await;
-    precise_ttl()
-        .args([
-            "setup",
-            "--table",
-            &table.name,
-            "--no-native-ttl",
-            "--stream",
-        ])
-        .assert()
-        .success();
+    let table = crate::support::table_with_stream().await;
     let dir = std::env::temp_dir().join(format!("precise-ttl-stop-{:016x}", fastrand::u64(..)));
     let checkpoints = format!("precise-ttl-test-cp-{:08x}", fastrand::u32(..));
     let (name, to) = (table.name.clone(), format!("file://{}", dir.display()));

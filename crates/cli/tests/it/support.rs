@@ -349,6 +349,23 @@ pub async fn table_with_index() -> TestTable {
     table
 }
 
+/// [`table_with_index`], then a stream with old images (`setup --stream`), for the archive's
+/// tests.
+pub async fn table_with_stream() -> TestTable {
+    let table = table_with_index().await;
+    precise_ttl()
+        .args([
+            "setup",
+            "--table",
+            &table.name,
+            "--no-native-ttl",
+            "--stream",
+        ])
+        .assert()
+        .success();
+    table
+}
+
 /// SIGTERM, as a service manager stops the daemon.
 pub fn terminate(child: &std::process::Child) {
     signal(child, nix::sys::signal::Signal::SIGTERM);
