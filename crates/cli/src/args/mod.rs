@@ -1,9 +1,11 @@
 //! The command line: every flag, its environment variable and its help text. This file holds
 //! the top level (global flags, the command list); `commands` the options of each command and the
-//! flag groups they share.
+//! flag groups they share; `bench` the test bench's.
 
+mod bench;
 mod commands;
 
+pub use bench::*;
 pub use commands::*;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};

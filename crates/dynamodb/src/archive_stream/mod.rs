@@ -13,21 +13,22 @@
 //! for each page before the page is classified, since the page is checkpointed past once
 //! written.
 
+mod checkpoint;
+mod convert;
+
 use crate::connect::Dynamo;
 use crate::error::AdapterError;
-use crate::record::{DeletedBy, ExpiryRecord};
+use crate::record::DeletedBy;
 use crate::stream::stream_call_error;
-use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::types::StreamViewType;
 use aws_sdk_dynamodbstreams::types::{
     AttributeValue as StreamValue, OperationType, Record, ShardIteratorType,
 };
+use checkpoint::{Checkpoint, load_checkpoints, save_checkpoint};
+use convert::{expiry_record, millis};
 use precise_ttl_archive::Sink;
-use precise_ttl_core::expiry::TtlValue;
-use precise_ttl_core::removal::{
-    LeftOut, Removal, RemovalKind, ResolutionRule, ResolutionSetting, StreamSource, judge,
-};
-use precise_ttl_core::{ErrorClass, Expiry, Timestamp};
+use precise_ttl_core::removal::{LeftOut, ResolutionRule, ResolutionSetting, StreamSource};
+use precise_ttl_core::{ErrorClass, Timestamp};
 use precise_ttl_engine::metrics as m;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -36,10 +37,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 pub const DEFAULT_CHECKPOINT_TABLE: &str = "precise-ttl-archive-checkpoints";
-const STREAM: &str = "stream";
-const SHARD: &str = "shard";
-const SEQUENCE: &str = "sequence";
-const FINISHED: &str = "finished";
 /// At most one line a minute about REMOVEs left out (the first at once), and about a stream
 /// that keeps failing, every ten seconds: what the counters say, without a line per record.
 const LEFT_OUT_LOG_EVERY: Duration = Duration::from_secs(60);
@@ -139,12 +136,6 @@ struct PageCounts {
     left_out: HashMap<LeftOut, u64>,
 }
 
-#[derive(Debug, Clone, Default)]
-struct Checkpoint {
-    sequence: Option<String>,
-    finished: bool,
-}
-
 fn fatal(message: String) -> AdapterError {
     AdapterError::Call {
         operation: "archive",
@@ -214,7 +205,7 @@ pub async fn open(
     crate::control::ensure_table(
         dynamo,
         &options.checkpoint_table,
-        &[STREAM, SHARD],
+        &[checkpoint::STREAM, checkpoint::SHARD],
         "the archive checkpoint table",
     )
     .await?;
@@ -601,10 +592,6 @@ impl Tail<'_> {
     }
 }
 
-fn millis(t: &aws_smithy_types::DateTime) -> i64 {
-    t.secs() * 1000 + i64::from(t.subsec_nanos()) / 1_000_000
-}
-
 async fn list_shards(
     dynamo: &Dynamo,
     arn: &str,
@@ -633,147 +620,6 @@ async fn list_shards(
             return Ok(shards);
         }
     }
-}
-
-/// The record of a REMOVE if it is an expiry, else why not.
-fn expiry_record(
-    record: &Record,
-    table: &str,
-    ttl_attribute: &str,
-    resolution: Duration,
-    local_ttl: bool,
-) -> Result<ExpiryRecord, LeftOut> {
-    let d = record.dynamodb().ok_or(LeftOut::NoRecordTime)?;
-    let created = d
-        .approximate_creation_date_time()
-        .ok_or(LeftOut::NoRecordTime)?;
-    let created_ms = millis(created);
-    let old_image: HashMap<String, AttributeValue> = d
-        .old_image()
-        .map(|m| m.iter().map(|(k, v)| (k.clone(), convert(v))).collect())
-        .unwrap_or_default();
-    let principal = record
-        .user_identity()
-        .filter(|i| i.r#type() == Some("Service"))
-        .and_then(|i| i.principal_id())
-        .or(local_ttl.then_some(precise_ttl_core::removal::NATIVE_TTL_PRINCIPAL));
-    let ttl = match old_image.get(ttl_attribute) {
-        None => TtlValue::Missing,
-        Some(AttributeValue::N(n)) => TtlValue::Number(n),
-        Some(_) => TtlValue::Other("not a Number"),
-    };
-    let removal = Removal {
-        service_principal: principal,
-        old_ttl: ttl.clone(),
-        created_at: Timestamp::from_millis(created_ms),
-        resolution,
-    };
-    let deleted_by = match judge(&removal)? {
-        RemovalKind::NativeTtl => DeletedBy::NativeTtl,
-        _ => DeletedBy::PreciseTtl,
-    };
-    let lag_ms = match ttl {
-        TtlValue::Number(n) => Expiry::parse_number(n)
-            .ok()
-            .map(|e| (created_ms - e.at().as_millis()).max(0)),
-        _ => None,
-    };
-    Ok(ExpiryRecord {
-        table: table.to_string(),
-        keys: d
-            .keys()
-            .map(|m| m.iter().map(|(k, v)| (k.clone(), convert(v))).collect())
-            .unwrap_or_default(),
-        old_image,
-        deleted_at_ms: created_ms,
-        sequence_number: d.sequence_number().map(str::to_string),
-        deleted_by,
-        lag_ms,
-    })
-}
-
-/// A stream attribute value as the table API's (the two SDKs have one type each).
-fn convert(v: &StreamValue) -> AttributeValue {
-    match v {
-        StreamValue::S(s) => AttributeValue::S(s.clone()),
-        StreamValue::N(n) => AttributeValue::N(n.clone()),
-        StreamValue::B(b) => AttributeValue::B(b.clone()),
-        StreamValue::Bool(b) => AttributeValue::Bool(*b),
-        StreamValue::Null(n) => AttributeValue::Null(*n),
-        StreamValue::Ss(v) => AttributeValue::Ss(v.clone()),
-        StreamValue::Ns(v) => AttributeValue::Ns(v.clone()),
-        StreamValue::Bs(v) => AttributeValue::Bs(v.clone()),
-        StreamValue::L(v) => AttributeValue::L(v.iter().map(convert).collect()),
-        StreamValue::M(m) => {
-            AttributeValue::M(m.iter().map(|(k, v)| (k.clone(), convert(v))).collect())
-        }
-        other => AttributeValue::S(format!("{other:?}")),
-    }
-}
-
-async fn load_checkpoints(
-    dynamo: &Dynamo,
-    checkpoint_table: &str,
-    arn: &str,
-) -> Result<HashMap<String, Checkpoint>, AdapterError> {
-    let mut out = HashMap::new();
-    let mut start = None;
-    loop {
-        let page = dynamo
-            .query
-            .query()
-            .table_name(checkpoint_table)
-            .key_condition_expression("#s = :s")
-            .expression_attribute_names("#s", STREAM)
-            .expression_attribute_values(":s", AttributeValue::S(arn.to_string()))
-            .consistent_read(true)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(|e| AdapterError::from_sdk("Query", &dynamo.describe_endpoint(), e))?;
-        for item in page.items() {
-            let Some(AttributeValue::S(shard)) = item.get(SHARD) else {
-                continue;
-            };
-            out.insert(
-                shard.clone(),
-                Checkpoint {
-                    sequence: match item.get(SEQUENCE) {
-                        Some(AttributeValue::S(s)) => Some(s.clone()),
-                        _ => None,
-                    },
-                    finished: matches!(item.get(FINISHED), Some(AttributeValue::Bool(true))),
-                },
-            );
-        }
-        start = page.last_evaluated_key;
-        if start.is_none() {
-            return Ok(out);
-        }
-    }
-}
-
-async fn save_checkpoint(
-    dynamo: &Dynamo,
-    checkpoint_table: &str,
-    arn: &str,
-    shard: &str,
-    cp: &Checkpoint,
-) -> Result<(), AdapterError> {
-    let mut put = dynamo
-        .write
-        .put_item()
-        .table_name(checkpoint_table)
-        .item(STREAM, AttributeValue::S(arn.to_string()))
-        .item(SHARD, AttributeValue::S(shard.to_string()))
-        .item(FINISHED, AttributeValue::Bool(cp.finished));
-    if let Some(seq) = &cp.sequence {
-        put = put.item(SEQUENCE, AttributeValue::S(seq.clone()));
-    }
-    put.send()
-        .await
-        .map_err(|e| AdapterError::from_sdk("PutItem", &dynamo.describe_endpoint(), e))?;
-    Ok(())
 }
 
 #[cfg(test)]

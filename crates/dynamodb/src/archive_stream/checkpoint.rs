@@ -1,0 +1,85 @@
+//! The archive's checkpoints: per stream and shard, the sequence number archived up to and
+//! whether the shard is finished, in a small DynamoDB table keyed (stream, shard). Written only
+//! once the sink has made the records before it durable.
+
+use crate::connect::Dynamo;
+use crate::error::AdapterError;
+use aws_sdk_dynamodb::types::AttributeValue;
+use std::collections::HashMap;
+
+pub(super) const STREAM: &str = "stream";
+pub(super) const SHARD: &str = "shard";
+const SEQUENCE: &str = "sequence";
+const FINISHED: &str = "finished";
+
+/// Where one shard was archived up to.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Checkpoint {
+    pub(super) sequence: Option<String>,
+    pub(super) finished: bool,
+}
+
+pub(super) async fn load_checkpoints(
+    dynamo: &Dynamo,
+    checkpoint_table: &str,
+    arn: &str,
+) -> Result<HashMap<String, Checkpoint>, AdapterError> {
+    let mut out = HashMap::new();
+    let mut start = None;
+    loop {
+        let page = dynamo
+            .query
+            .query()
+            .table_name(checkpoint_table)
+            .key_condition_expression("#s = :s")
+            .expression_attribute_names("#s", STREAM)
+            .expression_attribute_values(":s", AttributeValue::S(arn.to_string()))
+            .consistent_read(true)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|e| AdapterError::from_sdk("Query", &dynamo.describe_endpoint(), e))?;
+        for item in page.items() {
+            let Some(AttributeValue::S(shard)) = item.get(SHARD) else {
+                continue;
+            };
+            out.insert(
+                shard.clone(),
+                Checkpoint {
+                    sequence: match item.get(SEQUENCE) {
+                        Some(AttributeValue::S(s)) => Some(s.clone()),
+                        _ => None,
+                    },
+                    finished: matches!(item.get(FINISHED), Some(AttributeValue::Bool(true))),
+                },
+            );
+        }
+        start = page.last_evaluated_key;
+        if start.is_none() {
+            return Ok(out);
+        }
+    }
+}
+
+pub(super) async fn save_checkpoint(
+    dynamo: &Dynamo,
+    checkpoint_table: &str,
+    arn: &str,
+    shard: &str,
+    cp: &Checkpoint,
+) -> Result<(), AdapterError> {
+    let mut put = dynamo
+        .write
+        .put_item()
+        .table_name(checkpoint_table)
+        .item(STREAM, AttributeValue::S(arn.to_string()))
+        .item(SHARD, AttributeValue::S(shard.to_string()))
+        .item(FINISHED, AttributeValue::Bool(cp.finished));
+    if let Some(seq) = &cp.sequence {
+        put = put.item(SEQUENCE, AttributeValue::S(seq.clone()));
+    }
+    put.send()
+        .await
+        .map_err(|e| AdapterError::from_sdk("PutItem", &dynamo.describe_endpoint(), e))?;
+    Ok(())
+}
