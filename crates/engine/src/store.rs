@@ -1,6 +1,6 @@
 //! The boundary between the engine and a database: two calls, typed outcomes, classified errors.
 
-use precise_ttl_core::{DueWindow, ErrorClass, Expiry};
+use precise_ttl_core::{DueWindow, ErrorClass, Expiry, ThrottleScope};
 use std::fmt;
 use std::future::Future;
 use thiserror::Error;
@@ -32,6 +32,8 @@ pub enum DeleteOutcome {
 #[error("{message}")]
 pub struct StoreError {
     pub class: ErrorClass,
+    /// For a throttle, what refused it (`None` for other classes).
+    pub throttle: Option<ThrottleScope>,
     pub message: String,
     #[source]
     pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
@@ -41,9 +43,26 @@ impl StoreError {
     pub fn new(class: ErrorClass, message: impl Into<String>) -> Self {
         StoreError {
             class,
+            throttle: (class == ErrorClass::Throttled).then_some(ThrottleScope::Unknown),
             message: message.into(),
             source: None,
         }
+    }
+
+    /// A throttle of `scope`.
+    pub fn throttled(scope: ThrottleScope, message: impl Into<String>) -> Self {
+        StoreError {
+            throttle: Some(scope),
+            ..StoreError::new(ErrorClass::Throttled, message)
+        }
+    }
+
+    /// The same error, its throttle scope set (ignored unless it is a throttle).
+    pub fn with_throttle_scope(mut self, scope: ThrottleScope) -> Self {
+        if self.class == ErrorClass::Throttled {
+            self.throttle = Some(scope);
+        }
+        self
     }
 
     pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
