@@ -2,7 +2,7 @@
 
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
-use precise_ttl_core::ErrorClass;
+use precise_ttl_core::{ErrorClass, ThrottleScope};
 use precise_ttl_engine::StoreError;
 use thiserror::Error;
 
@@ -293,6 +293,41 @@ where
     }
 }
 
+/// What refused a throttled call, from the `ThrottlingReasons` DynamoDB sends with
+/// `ThrottlingException`, `ProvisionedThroughputExceededException` and `RequestLimitExceeded`;
+/// [`ThrottleScope::Unknown`] for an answer without reasons (DynamoDB Local, an older endpoint)
+/// or a failure that is no throttle.
+///
+/// The SDK deserializes the reasons into the exception's typed `throttling_reasons()`. Every
+/// operation's error enum (DeleteItemError, QueryError, BatchExecuteStatementError, ...) gives
+/// its exception as `source()`, so downcasting that reads the reasons of any operation without
+/// naming each operation's enum; both JSON spellings of the member (`throttlingReasons` on
+/// ThrottlingException, `ThrottlingReasons` on the other two) are the SDK's concern.
+pub(crate) fn throttle_scope<E>(err: &SdkError<E, HttpResponse>) -> ThrottleScope
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    use aws_sdk_dynamodb::types::error::{
+        ProvisionedThroughputExceededException, RequestLimitExceeded, ThrottlingException,
+    };
+    let SdkError::ServiceError(se) = err else {
+        return ThrottleScope::Unknown;
+    };
+    let Some(exception) = std::error::Error::source(se.err()) else {
+        return ThrottleScope::Unknown;
+    };
+    let reasons = if let Some(e) = exception.downcast_ref::<ThrottlingException>() {
+        e.throttling_reasons()
+    } else if let Some(e) = exception.downcast_ref::<ProvisionedThroughputExceededException>() {
+        e.throttling_reasons()
+    } else if let Some(e) = exception.downcast_ref::<RequestLimitExceeded>() {
+        e.throttling_reasons()
+    } else {
+        &[]
+    };
+    ThrottleScope::of_reasons(reasons.iter().filter_map(|r| r.reason()))
+}
+
 /// One line: the service's code and message, or the transport failure with its causes.
 pub(crate) fn describe<E>(err: &SdkError<E, HttpResponse>) -> String
 where
@@ -340,7 +375,11 @@ where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
     let class = classify(&err);
-    StoreError::new(class, format!("{operation}: {}", describe(&err))).with_source(err)
+    // Only a throttle keeps a scope (`with_throttle_scope` ignores the others).
+    let scope = throttle_scope(&err);
+    StoreError::new(class, format!("{operation}: {}", describe(&err)))
+        .with_throttle_scope(scope)
+        .with_source(err)
 }
 
 /// The IAM action (and resource) an `AccessDeniedException` names, when its message is in
@@ -528,6 +567,138 @@ mod tests {
                 stored.message
             );
         }
+    }
+
+    /// A throttle as DynamoDB answers it since 2025: the exception with its `ThrottlingReasons`.
+    fn throttled(code: &str, reasons: &[&str]) -> SdkError<DeleteItemError, HttpResponse> {
+        use aws_sdk_dynamodb::types::ThrottlingReason;
+        use aws_sdk_dynamodb::types::error::{
+            ProvisionedThroughputExceededException, RequestLimitExceeded, ThrottlingException,
+        };
+        let meta = ErrorMetadata::builder()
+            .code(code)
+            .message("slow down")
+            .build();
+        let reasons: Vec<ThrottlingReason> = reasons
+            .iter()
+            .map(|r| {
+                ThrottlingReason::builder()
+                    .reason(*r)
+                    .resource("arn:aws:dynamodb:eu-west-1:123456789012:table/t")
+                    .build()
+            })
+            .collect();
+        let err = match code {
+            "ThrottlingException" => DeleteItemError::ThrottlingException(
+                ThrottlingException::builder()
+                    .set_throttling_reasons(Some(reasons))
+                    .meta(meta)
+                    .build(),
+            ),
+            "ProvisionedThroughputExceededException" => {
+                DeleteItemError::ProvisionedThroughputExceededException(
+                    ProvisionedThroughputExceededException::builder()
+                        .set_throttling_reasons(Some(reasons))
+                        .meta(meta)
+                        .build(),
+                )
+            }
+            "RequestLimitExceeded" => DeleteItemError::RequestLimitExceeded(
+                RequestLimitExceeded::builder()
+                    .set_throttling_reasons(Some(reasons))
+                    .meta(meta)
+                    .build(),
+            ),
+            other => panic!("not a throttle: {other}"),
+        };
+        SdkError::service_error(
+            err,
+            HttpResponse::new(StatusCode::try_from(400).unwrap(), SdkBody::empty()),
+        )
+    }
+
+    #[test]
+    fn a_throttle_carries_the_scope_of_its_reasons() {
+        use ThrottleScope as S;
+        for (code, reasons, scope) in [
+            (
+                "ThrottlingException",
+                &["TableWriteKeyRangeThroughputExceeded"][..],
+                S::TablePartition,
+            ),
+            (
+                "ThrottlingException",
+                &["IndexWriteKeyRangeThroughputExceeded"][..],
+                S::IndexPartition,
+            ),
+            (
+                "ThrottlingException",
+                &["TableWriteAccountLimitExceeded"][..],
+                S::Table,
+            ),
+            (
+                "ThrottlingException",
+                &["TableWriteMaxOnDemandThroughputExceeded"][..],
+                S::Table,
+            ),
+            (
+                "ProvisionedThroughputExceededException",
+                &["TableWriteProvisionedThroughputExceeded"][..],
+                S::Table,
+            ),
+            (
+                "ProvisionedThroughputExceededException",
+                &["IndexWriteProvisionedThroughputExceeded"][..],
+                S::Index,
+            ),
+            (
+                "ProvisionedThroughputExceededException",
+                &["IndexReadKeyRangeThroughputExceeded"][..],
+                S::IndexPartition,
+            ),
+            (
+                "RequestLimitExceeded",
+                &["TableReadAccountLimitExceeded"][..],
+                S::Table,
+            ),
+            // The widest of several reasons: a partition's and the table's limit at once.
+            (
+                "ThrottlingException",
+                &[
+                    "TableWriteKeyRangeThroughputExceeded",
+                    "IndexWriteAccountLimitExceeded",
+                ][..],
+                S::Index,
+            ),
+            // No reasons (DynamoDB Local, an older endpoint) or a reason not known here.
+            ("ThrottlingException", &[][..], S::Unknown),
+            ("RequestLimitExceeded", &[][..], S::Unknown),
+            (
+                "ThrottlingException",
+                &["TableWriteSomethingNew"][..],
+                S::Unknown,
+            ),
+        ] {
+            let err = throttled(code, reasons);
+            assert_eq!(classify(&err), ErrorClass::Throttled, "{code}");
+            assert_eq!(throttle_scope(&err), scope, "{code} {reasons:?}");
+            let stored = store_error("DeleteItem", err);
+            assert_eq!(stored.class, ErrorClass::Throttled);
+            assert_eq!(stored.throttle, Some(scope), "{code} {reasons:?}");
+        }
+        // A throttle known only by its code (no typed exception) has no known scope, and a
+        // failure that is no throttle has none at all.
+        let bare = store_error("DeleteItem", answered(400, "ThrottlingException", "m"));
+        assert_eq!(bare.throttle, Some(S::Unknown));
+        for code in ["InternalServerError", "ConditionalCheckFailedException"] {
+            assert_eq!(
+                store_error("DeleteItem", answered(400, code, "m")).throttle,
+                None
+            );
+        }
+        let timeout: SdkError<DeleteItemError, HttpResponse> = SdkError::timeout_error("slow");
+        assert_eq!(throttle_scope(&timeout), S::Unknown);
+        assert_eq!(store_error("DeleteItem", timeout).throttle, None);
     }
 
     /// DynamoDB's AccessDeniedException names the action: the error leads with it, is fatal,

@@ -7,8 +7,8 @@ use crate::error::{AdapterError, store_error};
 use crate::item::ItemKey;
 use crate::table::TableShape;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, BatchStatementErrorCodeEnum, BatchStatementRequest, ReturnConsumedCapacity,
-    ReturnValue,
+    AttributeValue, BatchStatementError, BatchStatementErrorCodeEnum, BatchStatementRequest,
+    ReturnConsumedCapacity, ReturnValue,
 };
 use precise_ttl_core::due_rule::{self, CONDITION_TOKENS};
 use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Shard, TtlLayout, WindowLabel};
@@ -186,6 +186,12 @@ fn partiql_delete(table: &str, key_names: &[String], ttl: &str) -> String {
     sql
 }
 
+/// The class of one statement's error in a `BatchExecuteStatement` answer. A throttled
+/// statement's scope stays [`precise_ttl_core::ThrottleScope::Unknown`]: DynamoDB's
+/// `BatchStatementError` has only `Code`, `Message` and `Item` (API reference, and the SDK's
+/// model as of aws-sdk-dynamodb 1.136), no `ThrottlingReasons`, and its `Message` is not
+/// documented to name what refused; guessing from the message's wording would take a table-wide
+/// limit for a partition's the day the wording changes.
 fn batch_error_class(code: Option<&BatchStatementErrorCodeEnum>) -> ErrorClass {
     match code {
         Some(BatchStatementErrorCodeEnum::ConditionalCheckFailed) => ErrorClass::ConditionFailed,
@@ -199,6 +205,22 @@ fn batch_error_class(code: Option<&BatchStatementErrorCodeEnum>) -> ErrorClass {
             | BatchStatementErrorCodeEnum::TransactionConflict,
         ) => ErrorClass::Transient,
         _ => ErrorClass::Fatal,
+    }
+}
+
+/// The outcome of a key whose statement failed: a failed condition means not due, every other
+/// code is an error of [`batch_error_class`] (a throttle of unknown scope).
+fn statement_outcome(e: &BatchStatementError) -> Result<DeleteOutcome, StoreError> {
+    match batch_error_class(e.code()) {
+        ErrorClass::ConditionFailed => Ok(DeleteOutcome::NotDue),
+        class => Err(StoreError::new(
+            class,
+            format!(
+                "BatchExecuteStatement: {}: {}",
+                e.code().map(|c| c.as_str()).unwrap_or("error"),
+                e.message().unwrap_or_default()
+            ),
+        )),
     }
 }
 
@@ -382,8 +404,13 @@ impl<P: IndexPartition> ExpiryStore for DynamoStore<P> {
                 {
                     return singles;
                 }
+                // Every key fails as the whole call did, throttle scope included.
                 keys.iter()
-                    .map(|_| Err(StoreError::new(err.class, err.message.clone())))
+                    .map(|_| {
+                        let mut each = StoreError::new(err.class, err.message.clone());
+                        each.throttle = err.throttle;
+                        Err(each)
+                    })
                     .collect()
             }
             Ok(out) => {
@@ -406,17 +433,7 @@ impl<P: IndexPartition> ExpiryStore for DynamoStore<P> {
                             ErrorClass::Transient,
                             "BatchExecuteStatement: missing response",
                         )),
-                        Some(e) => match batch_error_class(e.code()) {
-                            ErrorClass::ConditionFailed => Ok(DeleteOutcome::NotDue),
-                            class => Err(StoreError::new(
-                                class,
-                                format!(
-                                    "BatchExecuteStatement: {}: {}",
-                                    e.code().map(|c| c.as_str()).unwrap_or("error"),
-                                    e.message().unwrap_or_default()
-                                ),
-                            )),
-                        },
+                        Some(e) => statement_outcome(e),
                     })
                     .collect();
                 match &self.archive {
@@ -532,6 +549,7 @@ fn may_refuse_partiql(class: ErrorClass, server_error: bool, run: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use precise_ttl_core::ThrottleScope;
 
     #[test]
     fn auto_mode_suspects_partiql_on_refusals_and_on_a_run_of_5xx_only() {
@@ -565,6 +583,22 @@ mod tests {
             (C::ResourceNotFound, ErrorClass::Fatal),
         ] {
             assert_eq!(batch_error_class(Some(&code)), class, "{code:?}");
+            let error = BatchStatementError::builder()
+                .code(code.clone())
+                .message("m")
+                .build();
+            match statement_outcome(&error) {
+                Ok(outcome) => {
+                    assert_eq!(class, ErrorClass::ConditionFailed, "{code:?}");
+                    assert_eq!(outcome, DeleteOutcome::NotDue);
+                }
+                Err(e) => {
+                    assert_eq!(e.class, class, "{code:?}");
+                    // No reasons on a statement's error: a throttle's scope is unknown.
+                    let scope = (class == ErrorClass::Throttled).then_some(ThrottleScope::Unknown);
+                    assert_eq!(e.throttle, scope, "{code:?}");
+                }
+            }
         }
     }
 

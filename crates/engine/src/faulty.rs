@@ -3,7 +3,7 @@
 //! what the engine does when the store misbehaves.
 
 use crate::store::{DeleteOutcome, DuePage, ExpiryStore, StoreError};
-use precise_ttl_core::{DueWindow, ErrorClass};
+use precise_ttl_core::{DueWindow, ErrorClass, ThrottleScope};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -13,6 +13,9 @@ use std::time::Duration;
 pub struct FaultRates {
     /// The call is refused as throttled before it reaches the store.
     pub throttle: f64,
+    /// What the injected throttles say refused them; `None` is
+    /// [`ThrottleScope::Unknown`], as from a store that gives no reasons.
+    pub throttle_scope: Option<ThrottleScope>,
     /// The call fails as transient (a 500) before it reaches the store.
     pub transient: f64,
     /// The call reaches the store and succeeds, but the caller sees a timeout: the retry then
@@ -66,8 +69,8 @@ impl<S> FaultyStore<S> {
         let roll = fastrand::f64();
         if roll < rates.throttle {
             self.counts.throttled.fetch_add(1, Ordering::Relaxed);
-            return Err(StoreError::new(
-                ErrorClass::Throttled,
+            return Err(StoreError::throttled(
+                rates.throttle_scope.unwrap_or(ThrottleScope::Unknown),
                 "injected: ThrottlingException",
             ));
         }
@@ -136,5 +139,27 @@ impl<S: ExpiryStore> ExpiryStore for FaultyStore<S> {
 
     fn max_batch(&self) -> usize {
         self.inner.max_batch()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_injected_throttle_has_the_configured_scope() {
+        let refuse = |scope| FaultRates {
+            throttle: 1.0,
+            throttle_scope: scope,
+            ..FaultRates::default()
+        };
+        let store = FaultyStore::new((), refuse(None));
+        let err = store.before(&store.rates()).await.unwrap_err();
+        assert_eq!(err.class, ErrorClass::Throttled);
+        assert_eq!(err.throttle, Some(ThrottleScope::Unknown));
+        store.set_rates(refuse(Some(ThrottleScope::IndexPartition)));
+        let err = store.before(&store.rates()).await.unwrap_err();
+        assert_eq!(err.throttle, Some(ThrottleScope::IndexPartition));
+        assert_eq!(store.counts.throttled.load(Ordering::Relaxed), 2);
     }
 }

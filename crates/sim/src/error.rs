@@ -124,7 +124,10 @@ impl DbError {
         serde_json::to_vec(&serde_json::Value::Object(body)).unwrap_or_default()
     }
 
-    /// The code of this error as one statement's error inside `BatchExecuteStatement`.
+    /// The code of this error as one statement's error inside `BatchExecuteStatement`. A
+    /// throttled statement gets no `ThrottlingReasons` beside it, as from DynamoDB: its
+    /// `BatchStatementError` has only `Code`, `Message` and `Item` (API reference; the SDK's
+    /// model as of aws-sdk-dynamodb 1.136 agrees).
     pub fn statement_code(&self) -> &'static str {
         match self {
             DbError::ConditionalCheckFailed(_) => "ConditionalCheckFailed",

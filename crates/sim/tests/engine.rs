@@ -1,10 +1,13 @@
 //! precise-ttl's own DynamoDB adapter against the simulator: setup, an engine sweep in both
-//! delete modes, the status query, and the adapter's reading of the simulator's throttling.
+//! delete modes, the status query, and the adapter's reading of the simulator's throttling and
+//! its reasons.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use precise_ttl_core::{DueWindow, ErrorClass, Shard, ShardCount, Timestamp, TtlLayout};
+use precise_ttl_core::{
+    DueWindow, ErrorClass, Shard, ShardCount, ThrottleScope, Timestamp, TtlLayout,
+};
 use precise_ttl_dynamodb::{DeleteMode, Dynamo, DynamoStore, ItemKey, SetupAction, SetupOptions};
-use precise_ttl_engine::{Clock, ExpiryStore, SweepConfig, Sweeper, SystemClock};
+use precise_ttl_engine::{Clock, ExpiryStore, StoreError, SweepConfig, Sweeper, SystemClock};
 use precise_ttl_sim::{Item, KeySpec, Limits, ScalarType, SimConfig, Simulator, TableSpec, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -231,6 +234,87 @@ async fn the_adapter_reads_the_simulators_throttling_as_throttling() {
     let deleted = results.iter().filter(|r| r.is_ok()).count();
     assert!(deleted >= 10 && throttled >= 10, "{results:?}");
     assert_eq!(deleted + throttled, 25);
+    // A refused statement's scope is unknown: DynamoDB's BatchStatementError carries no
+    // throttling reasons.
+    assert!(
+        results
+            .iter()
+            .filter_map(|r| r.as_ref().err())
+            .all(|e| e.throttle == Some(ThrottleScope::Unknown)),
+        "{results:?}"
+    );
     let single = store.delete_if_due(&keys[24], window).await.unwrap_err();
     assert_eq!(single.class, ErrorClass::Throttled, "{single:?}");
+}
+
+/// The first throttle of single deletes of `items` due items, planted in `shards` shards on a
+/// simulated table of `table_partitions` partitions, each partition (of the table and of the
+/// index) taking 10 writes a second.
+async fn first_throttle(table_partitions: usize, items: i64, shards: i64) -> StoreError {
+    let config = SimConfig {
+        table_partitions,
+        limits: Limits {
+            partition_wcu: 10.0,
+            ..SimConfig::default().limits
+        },
+        ..SimConfig::default().without_latency()
+    };
+    let sim = Simulator::start(config).unwrap();
+    sim.create_table(&TableSpec {
+        name: TABLE.into(),
+        partition_key: KeySpec::new("pk", ScalarType::S),
+        sort_key: None,
+        indexes: vec![precise_ttl_sim::IndexSpec {
+            name: layout().index_name,
+            partition_key: KeySpec::new("ttl_shard", ScalarType::N),
+            sort_key: Some(KeySpec::new("ttl", ScalarType::N)),
+            all_attributes: false,
+        }],
+    })
+    .unwrap();
+    let now = now_s();
+    sim.plant(
+        TABLE,
+        (0..items).map(|i| {
+            item(
+                &format!("k{i}"),
+                Some(Value::int(now - 1)),
+                Some(i % shards),
+            )
+        }),
+    )
+    .unwrap();
+    let store = DynamoStore::open(Dynamo::local(sim.endpoint()), TABLE, layout())
+        .await
+        .unwrap();
+    let window = DueWindow::at(SystemClock.now());
+    for i in 0..items {
+        let key = ItemKey::new(vec![("pk".into(), AttributeValue::S(format!("k{i}")))]);
+        if let Err(e) = store.delete_if_due(&key, window).await {
+            return e;
+        }
+    }
+    panic!("no delete of {items} was throttled");
+}
+
+/// The simulator names the refusing resource in `ThrottlingReasons` as DynamoDB does; the
+/// adapter's error carries its scope, for the engine to slow down that partition only.
+#[tokio::test]
+async fn a_throttle_names_the_partition_that_refused() {
+    // One table partition, the deletes spread over four index partitions: the table's refuses.
+    let table = first_throttle(1, 40, 4).await;
+    assert_eq!(table.class, ErrorClass::Throttled, "{table:?}");
+    assert_eq!(
+        table.throttle,
+        Some(ThrottleScope::TablePartition),
+        "{table:?}"
+    );
+    // Forty table partitions, every delete in index partition 0: the index's refuses.
+    let index = first_throttle(40, 40, 1).await;
+    assert_eq!(index.class, ErrorClass::Throttled, "{index:?}");
+    assert_eq!(
+        index.throttle,
+        Some(ThrottleScope::IndexPartition),
+        "{index:?}"
+    );
 }
