@@ -5,6 +5,7 @@
 //! the one-pass sweep, the benchmark and the tests.
 
 pub mod access;
+pub mod admission;
 pub mod backoff;
 pub mod diagnose;
 pub mod due_rule;

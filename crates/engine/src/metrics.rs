@@ -28,8 +28,17 @@ pub const WATERMARK_DELAY: &str = "precise_ttl_watermark_delay_seconds";
 /// Capacity units the store reported as consumed, in hundredths, labelled
 /// `op` = `query` or `delete`. Divide by 100 for capacity units.
 pub const CAPACITY_UNITS: &str = "precise_ttl_capacity_centiunits_total";
-/// The adaptive limit on delete requests in flight.
+/// The adaptive limit on delete requests in flight: the table-wide controller, cut only by
+/// table- or index-wide refusals (or unknown ones over several shards) and timeouts.
 pub const CONCURRENCY_LIMIT: &str = "precise_ttl_concurrency_limit";
+/// Throttled deletes by what refused them, label `scope` = `table_partition`, `table`,
+/// `index_partition`, `index` or `unknown` (DynamoDB's `ThrottlingReasons`).
+pub const THROTTLED_BY_SCOPE: &str = "precise_ttl_throttled_deletes_total";
+/// Shards whose own index partition refused deletes, now sending under a limit of their own.
+pub const LANES_LIMITED: &str = "precise_ttl_shards_limited";
+/// A shard's own delete limit (items/s), label `shard`; 0 once lifted. Only shards that were
+/// ever limited have a series, so the cardinality is bounded by the shard count.
+pub const LANE_RATE_LIMIT: &str = "precise_ttl_shard_rate_limit";
 
 /// Times the store refused PartiQL batches and `auto` delete mode fell back to one
 /// `DeleteItem` per item (for good: at most once per process).
@@ -125,6 +134,16 @@ pub fn describe() {
     for reader in ["head", "backlog", "stall"] {
         metrics::counter!(QUERIES, "reader" => reader).increment(0);
     }
+    for scope in [
+        "table_partition",
+        "table",
+        "index_partition",
+        "index",
+        "unknown",
+    ] {
+        metrics::counter!(THROTTLED_BY_SCOPE, "scope" => scope).increment(0);
+    }
+    metrics::gauge!(LANES_LIMITED).set(0.0);
     for op in ["query", "delete"] {
         metrics::counter!(CAPACITY_UNITS, "op" => op).increment(0);
     }
@@ -198,6 +217,18 @@ pub fn describe() {
     );
     describe_gauge!(
         CONCURRENCY_LIMIT,
-        "Adaptive limit on delete requests in flight"
+        "Adaptive limit on delete requests in flight (table-wide refusals and timeouts cut it)"
+    );
+    describe_counter!(
+        THROTTLED_BY_SCOPE,
+        "Throttled deletes by what refused them (DynamoDB's ThrottlingReasons)"
+    );
+    describe_gauge!(
+        LANES_LIMITED,
+        "Shards sending under a limit of their own after their index partition refused deletes"
+    );
+    describe_gauge!(
+        LANE_RATE_LIMIT,
+        "A shard's own delete limit in items/s (0: lifted)"
     );
 }

@@ -51,6 +51,9 @@ pub struct DaemonConfig {
     /// left by writers with a larger shard count) and sweep them; `None`: never. These few items bypass the
     /// dispatcher and its rate cap: a stray is a mistake to fix, not a load to budget.
     pub stray_check_interval: Option<Duration>,
+    /// Seeds the daemon's one random source (jitter, order of ties); `None`: from the OS. Tests
+    /// set it to replay a run.
+    pub seed: Option<u64>,
 }
 
 impl Default for DaemonConfig {
@@ -74,6 +77,7 @@ impl Default for DaemonConfig {
             backoff: Backoff::default(),
             drain_timeout: Duration::from_secs(5),
             stray_check_interval: Some(Duration::from_secs(300)),
+            seed: None,
         }
     }
 }

@@ -1,16 +1,16 @@
-//! The dispatcher: holds read-ahead items until their expiry instant, serves on-time items
-//! before backlog items, forms batches (with a short linger), caps requests in flight (AIMD, a
-//! backlog share, an optional token bucket), settles each delete's outcome, and sends items
-//! whose delete failed retryably again after their backoff.
+//! The dispatcher: the I/O shell around [`Admission`] (which items go in the next delete
+//! request, and when). It feeds admission with what the readers send and what each request's
+//! answer says, sends the requests admission decides on, settles each delete's outcome, and
+//! publishes admission's state (per-lane waiting, controllers) for the readers, `/metrics` and
+//! `status`.
 
-use super::schedule::{Next, Schedule};
 use super::{Shared, Work, lock, stopped};
 use crate::clock::Clock;
 use crate::metrics as m;
 use crate::store::{DeleteOutcome, ExpiryStore, StoreError};
-use precise_ttl_core::{DueWindow, ErrorClass, Timestamp};
+use precise_ttl_core::admission::{Admission, Again, Answer, Class, Decision, Settings, Ticket};
+use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Timestamp};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
@@ -18,14 +18,44 @@ use tokio::time::Instant;
 
 type Outcomes<K> = Vec<(Work<K>, Result<DeleteOutcome, StoreError>, Timestamp)>;
 
-/// A finished delete request: how many backlog items it carried (a request carries items of
-/// one queue only, so none: due items), the outcomes of the items it settled, and the items to
-/// send again.
+impl<K> Ticket for Work<K> {
+    fn lane(&self) -> usize {
+        self.lane
+    }
+    fn expiry(&self) -> Expiry {
+        self.item.expiry
+    }
+}
+
+/// A finished delete request: its class and size, the outcomes of the items it settled, the
+/// items to send again, and whether a failure said the store is saturated.
 struct Done<K> {
-    backlog_items: usize,
+    class: Class,
+    items: usize,
     outcomes: Outcomes<K>,
-    /// Items to send again, each after its backoff.
-    retry: Vec<(Work<K>, Duration)>,
+    again: Vec<Again<Work<K>>>,
+    congested: bool,
+}
+
+/// How often admission's controllers are published to `/metrics` and `status`.
+const PUBLISH_EVERY: Duration = Duration::from_millis(250);
+
+pub(super) fn settings(config: &super::DaemonConfig, store_batch: usize) -> Settings {
+    let max_batch = config.max_batch.clamp(1, store_batch.max(1));
+    Settings {
+        max_batch,
+        linger: if max_batch > 1 {
+            config.batch_linger
+        } else {
+            Duration::ZERO
+        },
+        max_held: config.max_scheduled,
+        min_concurrency: config.min_concurrency,
+        initial_concurrency: config.initial_concurrency,
+        max_concurrency: config.max_concurrency,
+        min_backlog_in_flight: config.max_backlog_in_flight,
+        max_per_second: config.max_deletes_per_second,
+    }
 }
 
 pub(super) async fn run<S: ExpiryStore, C: Clock>(
@@ -35,81 +65,67 @@ pub(super) async fn run<S: ExpiryStore, C: Clock>(
     mut stop: watch::Receiver<bool>,
 ) {
     let config = shared.config.clone();
-    let mut schedule = Schedule::new(&config, shared.store.max_batch());
+    let lanes = shared.partitioning.lanes();
+    let mut admission = Admission::new(
+        lanes,
+        settings(&config, shared.store.max_batch()),
+        shared.random_u64(),
+    );
     let mut in_flight: JoinSet<Done<S::Key>> = JoinSet::new();
     let mut timely_open = true;
     let mut backlog_open = true;
+    let mut waiting = vec![None; lanes];
+    let mut published = Instant::now();
 
     loop {
         if *stop.borrow() {
             break;
         }
-        // Take in what the readers sent, without waiting.
-        while schedule.has_room() {
+        // Take in what the readers sent and what the store answered, without waiting.
+        while admission.has_room() {
             match timely_rx.try_recv() {
-                Ok(w) => schedule.schedule(w),
+                Ok(w) => admission.hold(w),
+                Err(_) => break,
+            }
+        }
+        while let Some(done) = in_flight.try_join_next() {
+            settle(&shared, done, &mut admission);
+        }
+        while admission.wants_backlog() {
+            match backlog_rx.try_recv() {
+                Ok(w) => admission.add_backlog(w),
                 Err(_) => break,
             }
         }
         let now = shared.clock.now();
-        schedule.promote_due(now, Instant::now());
-        while let Some(done) = in_flight.try_join_next() {
-            settle(&shared, done, &mut schedule);
+        let decision = admission.next(now);
+        admission.oldest_waiting(&mut waiting);
+        shared.publish_waiting(&waiting, now);
+        if published.elapsed() >= PUBLISH_EVERY {
+            published = Instant::now();
+            publish(&shared, &admission);
         }
-        shared.due_waiting_ms.store(
-            schedule.due_waiting(now).as_millis() as u64,
-            Ordering::Relaxed,
-        );
-        let limit = lock(&shared.aimd).limit();
-        metrics::gauge!(m::CONCURRENCY_LIMIT).set(limit as f64);
-        let slot_free = shared.active() < limit;
-        while schedule.wants_backlog(slot_free) {
-            match backlog_rx.try_recv() {
-                Ok(w) => schedule.add_backlog(w),
-                Err(_) => break,
-            }
-        }
-        let (wake_in, take_backlog) = match schedule.next(now, Instant::now(), slot_free) {
-            Next::Send { batch, backlog } => {
-                let backlog_items = if backlog { batch.len() } else { 0 };
-                // The slot is taken here, before the task runs, so the loop cannot over-dispatch.
-                shared.active.fetch_add(1, Ordering::SeqCst);
-                let task = delete_batch(Arc::clone(&shared), batch);
-                in_flight.spawn(async move {
-                    let (outcomes, retry) = task.await;
-                    Done {
-                        backlog_items,
-                        outcomes,
-                        retry,
-                    }
-                });
+        let until = match decision {
+            Decision::Send { items, class } => {
+                let task = delete_batch(Arc::clone(&shared), items, class);
+                in_flight.spawn(task);
                 continue;
             }
-            Next::Throttle(wait) => {
-                tokio::select! {
-                    _ = stopped(&mut stop) => break,
-                    _ = tokio::time::sleep(wait) => {}
-                }
-                continue;
-            }
-            Next::Idle {
-                wake_in,
-                take_backlog,
-            } => (wake_in, take_backlog),
+            Decision::Wait { until } => until,
         };
+        let wake_in = until.map(|t| Duration::from_millis(t.millis_since(now).max(0) as u64));
         // Nothing to send right now: wait for the next event.
         tokio::select! {
             biased;
             _ = stopped(&mut stop) => break,
-            Some(done) = in_flight.join_next(), if !in_flight.is_empty() => settle(&shared, done, &mut schedule),
+            Some(done) = in_flight.join_next(), if !in_flight.is_empty() => settle(&shared, done, &mut admission),
             _ = sleep_opt(wake_in) => {}
-            _ = shared.slot_freed.notified() => {}
-            w = timely_rx.recv(), if timely_open && schedule.has_room() => match w {
-                Some(w) => schedule.schedule(w),
+            w = timely_rx.recv(), if timely_open && admission.has_room() => match w {
+                Some(w) => admission.hold(w),
                 None => timely_open = false,
             },
-            w = backlog_rx.recv(), if take_backlog && backlog_open => match w {
-                Some(w) => schedule.add_backlog(w),
+            w = backlog_rx.recv(), if backlog_open && admission.wants_backlog() => match w {
+                Some(w) => admission.add_backlog(w),
                 None => backlog_open = false,
             },
         }
@@ -119,7 +135,7 @@ pub(super) async fn run<S: ExpiryStore, C: Clock>(
     let deadline = Instant::now() + config.drain_timeout;
     while !in_flight.is_empty() {
         match tokio::time::timeout_at(deadline, in_flight.join_next()).await {
-            Ok(Some(done)) => settle(&shared, done, &mut schedule),
+            Ok(Some(done)) => settle(&shared, done, &mut admission),
             Ok(None) => break,
             Err(_) => {
                 tracing::warn!(
@@ -131,6 +147,7 @@ pub(super) async fn run<S: ExpiryStore, C: Clock>(
             }
         }
     }
+    publish(&shared, &admission);
 }
 
 async fn sleep_opt(d: Option<Duration>) {
@@ -140,28 +157,60 @@ async fn sleep_opt(d: Option<Duration>) {
     }
 }
 
+/// Admission's controllers, to `/metrics` and the status `status` shows.
+fn publish<S: ExpiryStore, C: Clock, K>(shared: &Shared<S, C>, admission: &Admission<Work<K>>) {
+    let snapshot = admission.snapshot();
+    metrics::gauge!(m::CONCURRENCY_LIMIT).set(snapshot.concurrency_limit as f64);
+    metrics::gauge!(m::LANES_LIMITED).set(snapshot.limited_lanes.len() as f64);
+    let mut status = lock(&shared.handle.status);
+    // A lane that was limited and is no longer shows 0 (no limit of its own), so the series of a
+    // lifted limit does not keep its last value; only lanes ever limited have a series.
+    for (lane, _) in &status.limited_lanes {
+        if !snapshot.limited_lanes.iter().any(|(l, _)| l == lane) {
+            metrics::gauge!(m::LANE_RATE_LIMIT, "shard" => lane.to_string()).set(0.0);
+        }
+    }
+    for (lane, rate) in &snapshot.limited_lanes {
+        metrics::gauge!(m::LANE_RATE_LIMIT, "shard" => lane.to_string()).set(*rate);
+    }
+    status.concurrency_limit = snapshot.concurrency_limit;
+    status.limited_lanes = snapshot.limited_lanes;
+    status.refusals = snapshot
+        .refusals
+        .iter()
+        .map(|(scope, n)| (scope.as_str().to_string(), *n))
+        .collect();
+}
+
 fn settle<S: ExpiryStore, C: Clock>(
     shared: &Shared<S, C>,
     done: Result<Done<S::Key>, tokio::task::JoinError>,
-    schedule: &mut Schedule<S::Key>,
+    admission: &mut Admission<Work<S::Key>>,
 ) {
     let Done {
-        backlog_items,
+        class,
+        items,
         outcomes,
-        retry,
+        again,
+        congested,
     } = match done {
         Ok(done) => done,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         Err(_) => return,
     };
     let resolved_at = Instant::now();
-    schedule.settled(backlog_items, outcomes.len(), resolved_at);
-    for (work, wait) in retry {
-        schedule.retry(work, backlog_items > 0, resolved_at + wait);
-    }
+    admission.answered(
+        shared.clock.now(),
+        Answer {
+            class,
+            items,
+            settled_lanes: outcomes.iter().map(|(w, _, _)| w.lane).collect(),
+            again,
+            congested,
+        },
+    );
     // One line per request, not per key: a batch that failed as a whole fails 25 times alike.
     let mut failed: Option<(String, usize)> = None;
-    let mut answered = 0;
     {
         let mut pending = lock(&shared.pending);
         for (work, result, _) in &outcomes {
@@ -176,7 +225,6 @@ fn settle<S: ExpiryStore, C: Clock>(
     for (work, result, acked) in outcomes {
         match result {
             Ok(DeleteOutcome::Deleted) => {
-                answered += 1;
                 shared.counters.deleted();
                 shared
                     .counters
@@ -186,7 +234,6 @@ fn settle<S: ExpiryStore, C: Clock>(
                     .deleted(&work.item.key, work.item.expiry, acked);
             }
             Ok(DeleteOutcome::NotDue) => {
-                answered += 1;
                 if work.answer_lost {
                     shared.counters.unconfirmed();
                 } else {
@@ -204,9 +251,6 @@ fn settle<S: ExpiryStore, C: Clock>(
             }
         }
     }
-    if answered > 0 {
-        lock(&shared.aimd).on_successes(answered);
-    }
     if let Some((first, n)) = failed {
         tracing::warn!(
             failed = n,
@@ -216,16 +260,14 @@ fn settle<S: ExpiryStore, C: Clock>(
     }
 }
 
-/// Sends one delete request for a batch. Items that failed in a way worth retrying come back
-/// to the dispatcher, which sends them again after their backoff, oldest first and with other
-/// items: a retry loop here would send a throttled item alone and hold its whole request's
-/// share of the backlog cap until the last retry ended (seen on the simulated table: 8 500
-/// one-item requests for 1.2 million deletes, and a catch-up held at three quarters of the
-/// table's limit).
+/// Sends one delete request. Items that failed in a way worth retrying go back to admission,
+/// which sends them again after their backoff, oldest first and with other items: a retry loop
+/// here would send a throttled item alone and hold its request's share of the store.
 async fn delete_batch<S: ExpiryStore, C: Clock>(
     shared: Arc<Shared<S, C>>,
     batch: Vec<Work<S::Key>>,
-) -> (Outcomes<S::Key>, Vec<(Work<S::Key>, Duration)>) {
+    class: Class,
+) -> Done<S::Key> {
     let window = DueWindow::at(shared.clock.now());
     let keys: Vec<S::Key> = batch.iter().map(|w| w.item.key.clone()).collect();
     let results = if keys.len() == 1 {
@@ -234,40 +276,50 @@ async fn delete_batch<S: ExpiryStore, C: Clock>(
         shared.store.delete_many_if_due(&keys, window).await
     };
     let acked = shared.clock.now();
-    let mut done = Vec::with_capacity(batch.len());
-    let mut retry = Vec::new();
     let items = batch.len();
+    let mut outcomes = Vec::with_capacity(items);
+    let mut again = Vec::new();
     let mut throttled = 0;
-    let mut lost = false;
+    let mut congested = false;
     for (mut work, result) in batch.into_iter().zip(results) {
         let backoff = &shared.config.backoff;
-        let again = result.as_ref().err().and_then(|e| {
+        let retry = result.as_ref().err().and_then(|e| {
             backoff
                 .retry_as(e.class, work.failed_attempts + 1)
-                .map(|steps| (e.class, steps))
+                .map(|steps| (e.class, e.throttle, steps))
         });
-        match again {
-            Some((class, steps)) => {
-                throttled += usize::from(class == ErrorClass::Throttled);
+        match retry {
+            Some((class, scope, steps)) => {
+                let refused = class == ErrorClass::Throttled;
+                throttled += usize::from(refused);
                 // A throttled call was refused; any other retryable failure may have been
-                // applied before its answer was lost.
-                lost |= class != ErrorClass::Throttled;
-                work.answer_lost |= class != ErrorClass::Throttled;
+                // applied before its answer was lost, and says the store is saturated as surely
+                // as a throttle does (a timeout, a 5xx).
+                congested |= !refused;
+                work.answer_lost |= !refused;
                 work.failed_attempts += 1;
-                retry.push((work, backoff.delay(steps, fastrand::f64())));
+                if let Some(scope) = scope.filter(|_| refused) {
+                    metrics::counter!(m::THROTTLED_BY_SCOPE, "scope" => scope.as_str())
+                        .increment(1);
+                }
+                again.push(Again {
+                    after: backoff.delay(steps, shared.random_unit()),
+                    refused: refused
+                        .then(|| scope.unwrap_or(precise_ttl_core::ThrottleScope::Unknown)),
+                    item: work,
+                });
             }
-            None => done.push((work, result, acked)),
+            None => outcomes.push((work, result, acked)),
         }
     }
     if throttled > 0 {
-        shared.throttled(throttled as f64 / items as f64);
+        shared.throttled();
     }
-    if lost {
-        // A timeout or a 5xx says the store is saturated as surely as a throttle does, and
-        // each retry of a timed-out request adds to work the store is still doing: back off
-        // (seen on a cold DynamoDB Local with two daemons racing: every batch timed out).
-        shared.congested();
+    Done {
+        class,
+        items,
+        outcomes,
+        again,
+        congested,
     }
-    shared.release_slot();
-    (done, retry)
 }

@@ -11,17 +11,17 @@
 //!   oldest first, into a bounded queue: downtime, bursts, failed deletes and late index entries
 //!   are caught up at full speed with memory bounded whatever the backlog size.
 //!
-//! While due items wait longer than `BEHIND` (250 ms) for a request, both readers read only time not
-//! read yet: re-reading recent time would list items already waiting and take the CPU the
+//! While a lane's due items wait longer than `BEHIND` for a request, both its readers read only
+//! time not read yet: re-reading recent time would list items already waiting and take the CPU the
 //! deletes need. A head read with time in hand waits (up to `READ_YIELD_MAX`) while due items
 //! wait: deleting the present goes before reading the future.
 //!
-//! The dispatcher always serves items that are due on time before backlog items, so a backlog
-//! never starves fresh expirations, and caps requests in flight with AIMD (cut by half the share
-//! of a request the store refused, grown back additively) and optionally a token bucket.
+//! The dispatcher is a thin shell around `precise_ttl_core::admission`: on-time items before
+//! backlog items, oldest first across lanes, each refusal answered by the controller of what
+//! refused (a lane's own limit for its index partition, the requests in flight for the table).
 //!
 //! The parts: [`config`] (settings, report, error), [`readers`] (head, backlog, stray),
-//! [`dispatch`] (the scheduling policy and the delete requests), [`status`] (watermark and
+//! [`dispatch`] (admission's I/O shell and the delete requests), [`status`] (watermark and
 //! health, published for `/healthz`, `/metrics` and `status`), [`stall`] (due items in shards
 //! nobody attends, for a fleet worker); the watermark's bookkeeping is
 //! pure and lives in `precise_ttl_core::watermark`. Monotonic time and sleeping are tokio's (so
@@ -30,7 +30,6 @@
 mod config;
 mod dispatch;
 mod readers;
-mod schedule;
 mod stall;
 mod status;
 
@@ -43,10 +42,10 @@ use crate::observe::{NoopObserver, Observer};
 use crate::store::{DueItem, ExpiryStore, StoreError};
 use crate::sweep::SharedPartitioning;
 use precise_ttl_core::watermark::Pending;
-use precise_ttl_core::{Aimd, DueWindow, ErrorClass};
+use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Timestamp};
 use std::collections::BTreeSet;
 use std::future::Future;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -93,7 +92,7 @@ struct Work<K> {
 /// transit); admitting it again would cost a second, failing, conditional delete.
 const REMEMBER_RESOLVED: Duration = Duration::from_secs(15);
 
-/// How long due items may wait for a request before the readers count the dispatcher as
+/// How long a lane's due items may wait for a request before its readers count the lane as
 /// behind. Behind, re-reading recent time only lists items already waiting (at 40 000 deletes/s
 /// on the simulated table, re-reads were 2-3 times the deletes and took half the CPU, which put
 /// the daemon further behind); the readers then read only time not read yet.
@@ -122,18 +121,16 @@ struct Shared<S: ExpiryStore, C: Clock> {
     config: DaemonConfig,
     observer: Arc<dyn Observer<S::Key>>,
     pending: Mutex<Pending<S::Key, Instant>>,
-    aimd: Mutex<Aimd>,
     counters: Counters,
     fatal: Mutex<Option<StoreError>>,
     stop: watch::Sender<bool>,
     handle: DaemonHandle,
-    /// Delete requests at the store right now. A request waiting out a backoff does not count:
-    /// holding its slot while it sleeps would let a few throttled requests block everything.
-    active: std::sync::atomic::AtomicUsize,
-    /// Told whenever `active` drops, so the dispatcher can use the freed slot.
-    slot_freed: tokio::sync::Notify,
-    /// How long (ms) the oldest due item the dispatcher holds has waited, set at each turn.
-    due_waiting_ms: std::sync::atomic::AtomicU64,
+    /// Per lane, how long (ms) its oldest on-time item not yet sent has waited, set by the
+    /// dispatcher at each turn: each lane's readers judge "behind" by their own lane.
+    lane_waiting_ms: Vec<AtomicU64>,
+    /// The one random source of the daemon (jitter of reads and backoffs, admission's order
+    /// of ties), seeded from the configuration when a test needs a reproducible run.
+    rng: Mutex<fastrand::Rng>,
 }
 
 impl<S: ExpiryStore, C: Clock> Shared<S, C> {
@@ -144,23 +141,33 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
             .is_none_or(|o| o.borrow().contains(&lane))
     }
 
-    fn release_slot(&self) {
-        self.active.fetch_sub(1, Ordering::SeqCst);
-        self.slot_freed.notify_one();
+    /// Publishes, per lane, the expiry of its oldest on-time item waiting (see
+    /// [`Shared::lane_waiting_ms`]).
+    fn publish_waiting(&self, oldest: &[Option<Expiry>], now: Timestamp) {
+        for (slot, oldest) in self.lane_waiting_ms.iter().zip(oldest) {
+            let ms = oldest.map_or(0, |e| now.millis_since(e.at()).max(0) as u64);
+            slot.store(ms, Ordering::Relaxed);
+        }
     }
 
-    /// Due items wait longer than [`BEHIND`] for a request.
-    fn behind(&self) -> bool {
-        self.waiting_at_least(BEHIND)
+    /// Due items of `lane` wait longer than [`BEHIND`] for a request.
+    fn behind(&self, lane: usize) -> bool {
+        self.waiting_at_least(lane, BEHIND)
     }
 
-    /// Due items wait at least `d` for a request.
-    fn waiting_at_least(&self, d: Duration) -> bool {
-        self.due_waiting_ms.load(Ordering::Relaxed) >= d.as_millis() as u64
+    /// Due items of `lane` wait at least `d` for a request.
+    fn waiting_at_least(&self, lane: usize, d: Duration) -> bool {
+        self.lane_waiting_ms
+            .get(lane)
+            .is_some_and(|w| w.load(Ordering::Relaxed) >= d.as_millis() as u64)
     }
 
-    fn active(&self) -> usize {
-        self.active.load(Ordering::SeqCst)
+    fn random_unit(&self) -> f64 {
+        lock(&self.rng).f64()
+    }
+
+    fn random_u64(&self) -> u64 {
+        lock(&self.rng).u64(..)
     }
 
     fn fail(&self, e: StoreError) {
@@ -169,16 +176,10 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
         let _ = self.stop.send(true);
     }
 
-    /// A request was throttled; `refused`: the share of its items the store refused.
-    fn throttled(&self, refused: f64) {
+    /// A call was throttled (admission answers the refusal; this counts it).
+    fn throttled(&self) {
         self.counters.throttled();
         self.observer.throttled();
-        lock(&self.aimd).on_throttle(self.clock.now(), refused);
-    }
-
-    /// The store is saturated: fewer deletes in flight.
-    fn congested(&self) {
-        lock(&self.aimd).on_throttle(self.clock.now(), 1.0);
     }
 
     /// Reads one window of a lane completely (every partition it spans), handing each new
@@ -223,7 +224,7 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
             let read_at = Instant::now();
             let page = crate::retry::with_backoff(
                 &self.config.backoff,
-                || self.throttled(1.0),
+                || self.throttled(),
                 || {
                     self.counters.query(reader);
                     self.store
@@ -343,16 +344,12 @@ impl<S: ExpiryStore, C: Clock> Daemon<S, C> {
             ownership: self.ownership,
             observer: self.observer,
             pending: Mutex::new(Pending::new(lanes)),
-            aimd: Mutex::new(Aimd::new(
-                config.min_concurrency,
-                config.initial_concurrency,
-                config.max_concurrency,
-                Duration::from_millis(200),
-            )),
             counters: Counters::default(),
-            active: std::sync::atomic::AtomicUsize::new(0),
-            slot_freed: tokio::sync::Notify::new(),
-            due_waiting_ms: std::sync::atomic::AtomicU64::new(0),
+            lane_waiting_ms: (0..lanes).map(|_| AtomicU64::new(0)).collect(),
+            rng: Mutex::new(match config.seed {
+                Some(seed) => fastrand::Rng::with_seed(seed),
+                None => fastrand::Rng::new(),
+            }),
             fatal: Mutex::new(None),
             stop,
             handle: self.handle,

@@ -107,7 +107,10 @@ pub(super) async fn head<S: ExpiryStore, C: Clock>(
         // bound is tight within seconds of a start; then up to 10 % (5 % more queries).
         let early = if reads < 5 { 0.5 } else { 0.1 };
         reads += 1;
-        next_read = Instant::now() + config.poll_interval.mul_f64(1.0 - early * fastrand::f64());
+        next_read = Instant::now()
+            + config
+                .poll_interval
+                .mul_f64(1.0 - early * shared.random_unit());
         if !shared.owns(lane) {
             far_until = None;
             if !wait_until_owned(&shared, lane, &mut stop).await {
@@ -120,7 +123,7 @@ pub(super) async fn head<S: ExpiryStore, C: Clock>(
         while far_until.is_some_and(|until| {
             until.millis_since(shared.clock.now())
                 > (near_ahead + READ_YIELD_MAX).as_millis() as i64
-        }) && shared.waiting_at_least(YIELD_WHEN_WAITING)
+        }) && shared.waiting_at_least(lane, YIELD_WHEN_WAITING)
             && yielding.elapsed() < READ_YIELD_MAX
         {
             tokio::select! {
@@ -138,7 +141,7 @@ pub(super) async fn head<S: ExpiryStore, C: Clock>(
         let (from, windows, skip_near) = match far_until {
             Some(until) if until > near_end => {
                 let far = DueWindow::between(after(until), horizon_end);
-                if shared.behind() {
+                if shared.behind(lane) {
                     (from, vec![far], true)
                 } else {
                     (from, vec![DueWindow::between(from, near_end), far], false)
@@ -223,7 +226,7 @@ pub(super) async fn backlog<S: ExpiryStore, C: Clock>(
         // Behind, a pass lists mostly items already waiting: wait until due items flow again,
         // but not forever: a failed delete or a late write is found only by a pass.
         let behind_since = Instant::now();
-        while shared.behind() && behind_since.elapsed() < PASS_AT_LEAST_EVERY {
+        while shared.behind(lane) && behind_since.elapsed() < PASS_AT_LEAST_EVERY {
             tokio::select! {
                 _ = stopped(&mut stop) => return,
                 _ = tokio::time::sleep(config.poll_interval) => {}

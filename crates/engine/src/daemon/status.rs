@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 /// A point-in-time view of the daemon, for health checks and `status`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct DaemonStatus {
     pub backlog: u64,
     pub scheduled: u64,
@@ -27,6 +27,14 @@ pub struct DaemonStatus {
     pub leases_held: Option<usize>,
     /// Lanes with due items that nobody attends (see `stall`), by name.
     pub stalled: Vec<String>,
+    /// Admission's table-wide limit of delete requests in flight.
+    pub concurrency_limit: usize,
+    /// Lanes sending under a limit of their own (their index partition refused), with it
+    /// (items/s).
+    pub limited_lanes: Vec<(usize, f64)>,
+    /// Throttled deletes by scope (`table_partition`, `table`, `index_partition`, `index`,
+    /// `unknown`).
+    pub refusals: Vec<(String, u64)>,
 }
 
 /// What `/healthz` answers.

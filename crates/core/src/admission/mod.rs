@@ -1,0 +1,705 @@
+//! Admission: which due items go into the next delete request, and when — one pure state
+//! machine, fed with events (items read ahead, backlog items, answers with each item's outcome
+//! and the throttle's scope, time) and asked for decisions (send these items now, or wait).
+//!
+//! What it does, and why:
+//! - **Queues per lane, earliest deadline first across lanes.** A lane is one shard, one
+//!   partition of the expiry index. Items read ahead wait until their expiry instant, then join
+//!   their lane's queue, ordered by expiry (items of one instant in random order, so a second's
+//!   items of whole-second TTLs do not go out lane after lane). A request takes the oldest items
+//!   over all lanes that may send.
+//! - **On-time items first.** Backlog items (found by the backlog reader, already late) go only
+//!   when no on-time item waits, and the backlog in flight is capped to what the store clears in
+//!   [`BACKLOG_QUEUE_TIME`] at its measured rate: every backlog item at the store delays an item
+//!   expiring now.
+//! - **Refused items keep their place.** A refused item goes back by its expiry once its short
+//!   backoff ends; each request carries at most half its items from those retries, the oldest
+//!   first. A client cannot see which table partition a key lives on, and serving retries
+//!   oldest first across the table is the nearest it gets to serving each table partition
+//!   oldest first; the bound keeps a request from filling with the keys of one refusing
+//!   partition.
+//! - **Each controller answers its own refusals.** An index partition's refusal limits that
+//!   lane alone ([`lane::LaneLimit`]). A table-wide refusal (or unknown refusals spread over
+//!   several lanes, or a timeout) cuts the requests in flight ([`Aimd`]). A table partition's
+//!   refusal slows nothing: the keys it holds are retried, and the rest of the table has room.
+//! - **"Behind" is judged per lane** ([`Admission::oldest_waiting`]).
+//!
+//! Time is an argument (wall time of the engine's clock), and the random order of ties comes from
+//! a seeded generator: the same events give the same decisions.
+
+pub mod lane;
+#[cfg(test)]
+mod tests;
+
+use crate::expiry::Expiry;
+use crate::rate::{Aimd, TokenBucket};
+use crate::throttle::ThrottleScope;
+use crate::time::Timestamp;
+use lane::LaneLimit;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// How long, at the store's measured delete rate, the backlog in flight may take to clear.
+pub const BACKLOG_QUEUE_TIME: Duration = Duration::from_millis(50);
+/// A burst of throttles from requests already in flight is one signal: the table-wide limit
+/// is cut at most once per this.
+const TABLE_CUT_COOLDOWN: Duration = Duration::from_millis(200);
+/// The half-life of the refusal shares that attribute refusals of unknown scope.
+const SHARE_HALF_LIFE_MS: f64 = 500.0;
+/// Refusals of unknown scope are taken for one lane's index partition when that lane's recent
+/// refused share is at least this, and [`HOT_LANE_FACTOR`] times the other lanes' share, over at
+/// least [`HOT_LANE_MIN_REFUSALS`] refusals: an index partition refuses its own lane's keys only,
+/// a table partition the keys hashed to it, from every lane alike.
+const HOT_LANE_SHARE: f64 = 0.2;
+const HOT_LANE_FACTOR: f64 = 3.0;
+const HOT_LANE_MIN_REFUSALS: f64 = 3.0;
+/// Refusals of unknown scope spread over the table cut the requests in flight only when the
+/// table's recent refused share reaches this: below it, retrying the refused keys costs less
+/// than the capacity a cut would leave unused.
+const TABLE_CUT_SHARE: f64 = 0.25;
+
+/// An item admission schedules: it knows its lane and its expiry.
+pub trait Ticket {
+    fn lane(&self) -> usize;
+    fn expiry(&self) -> Expiry;
+}
+
+/// Whether an item is due on time (read ahead, or just due) or from the backlog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Class {
+    OnTime,
+    Backlog,
+}
+
+/// Admission's settings (the engine maps its configuration onto them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Items per request at most (capped by the store's batch size).
+    pub max_batch: usize,
+    /// How long the first on-time item may wait for others to share its request.
+    pub linger: Duration,
+    /// Items read ahead held at most.
+    pub max_held: usize,
+    /// Requests in flight: the floor, the start and the ceiling of the table-wide limit.
+    pub min_concurrency: usize,
+    pub initial_concurrency: usize,
+    pub max_concurrency: usize,
+    /// The floor of the backlog items in flight.
+    pub min_backlog_in_flight: usize,
+    /// A hard cap on items sent per second.
+    pub max_per_second: Option<f64>,
+}
+
+/// The next thing to do.
+#[derive(Debug, PartialEq)]
+pub enum Decision<T> {
+    /// Send these items in one request (all of one class).
+    Send { items: Vec<T>, class: Class },
+    /// Nothing to send before `until` (`None`: only an event can change that: an answer, an
+    /// item arriving).
+    Wait { until: Option<Timestamp> },
+}
+
+/// An item of an answered request that goes again.
+#[derive(Debug)]
+pub struct Again<T> {
+    pub item: T,
+    /// Its backoff.
+    pub after: Duration,
+    /// The throttle's scope if it was refused; `None`: another retryable failure.
+    pub refused: Option<ThrottleScope>,
+}
+
+/// An answered request.
+#[derive(Debug)]
+pub struct Answer<T> {
+    pub class: Class,
+    /// Items the request carried.
+    pub items: usize,
+    /// The lanes of the items it settled (deleted, not due, or failed for good), one per item.
+    pub settled_lanes: Vec<usize>,
+    /// Items to send again.
+    pub again: Vec<Again<T>>,
+    /// A failure said the store is saturated (a timeout, a 5xx).
+    pub congested: bool,
+}
+
+/// What admission is doing, for `/metrics` and `status`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    /// The table-wide limit of requests in flight.
+    pub concurrency_limit: usize,
+    pub in_flight: usize,
+    /// Lanes under a limit of their own, with it (items/s).
+    pub limited_lanes: Vec<(usize, f64)>,
+    /// Refusals so far, by scope.
+    pub refusals: Vec<(ThrottleScope, u64)>,
+}
+
+type Key = (Class, Expiry, u64);
+
+/// Items sent and refused recently (exponentially decayed).
+#[derive(Debug, Clone, Copy, Default)]
+struct Share {
+    sent: f64,
+    refused: f64,
+    at: Option<Timestamp>,
+}
+
+impl Share {
+    fn add(&mut self, now: Timestamp, sent: f64, refused: f64) {
+        if let Some(at) = self.at {
+            let decay = 0.5f64.powf(now.millis_since(at).max(0) as f64 / SHARE_HALF_LIFE_MS);
+            self.sent *= decay;
+            self.refused *= decay;
+        }
+        self.at = Some(now);
+        self.sent += sent;
+        self.refused += refused;
+    }
+
+    fn ratio(&self) -> f64 {
+        if self.sent > 0.0 {
+            self.refused / self.sent
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The first key of `class`.
+fn class_start(class: Class) -> Key {
+    (
+        class,
+        Expiry::at_instant(Timestamp::from_millis(i64::MIN)),
+        0,
+    )
+}
+
+#[derive(Debug)]
+struct Lane<T> {
+    queue: BTreeMap<Key, T>,
+    limit: LaneLimit,
+    share: Share,
+    paused_until: Option<Timestamp>,
+    /// This lane's entry in `heads`, if any.
+    head: Option<Key>,
+}
+
+#[derive(Debug)]
+pub struct Admission<T> {
+    settings: Settings,
+    held: BTreeMap<Expiry, Vec<T>>,
+    held_count: usize,
+    lanes: Vec<Lane<T>>,
+    /// The first item of every lane that may send now.
+    heads: BTreeSet<(Key, usize)>,
+    /// Lanes out of tokens, by the instant they have one again.
+    paused: BTreeSet<(Timestamp, usize)>,
+    /// Items waiting out a backoff, by the instant it ends.
+    backoff: BTreeMap<(Timestamp, u64), (Class, T)>,
+    /// Items whose backoff ended, oldest first.
+    retries: BTreeMap<Key, T>,
+    /// On-time items in lanes and retries (sendable or paused).
+    on_time: usize,
+    backlog: usize,
+    /// When the oldest on-time item waiting became ready, for the linger.
+    on_time_since: Option<Timestamp>,
+    table: Aimd,
+    bucket: Option<TokenBucket>,
+    in_flight: usize,
+    backlog_in_flight: usize,
+    max_backlog: usize,
+    done_in_window: usize,
+    window_start: Option<Timestamp>,
+    refusals: BTreeMap<ThrottleScope, u64>,
+    share: Share,
+    rng: u64,
+    seq: u64,
+}
+
+impl<T: Ticket> Admission<T> {
+    /// Admission for `lanes` lanes; `seed` orders items of one instant.
+    pub fn new(lanes: usize, settings: Settings, seed: u64) -> Self {
+        let max_batch = settings.max_batch.max(1);
+        Admission {
+            held: BTreeMap::new(),
+            held_count: 0,
+            lanes: (0..lanes.max(1))
+                .map(|_| Lane {
+                    queue: BTreeMap::new(),
+                    limit: LaneLimit::default(),
+                    share: Share::default(),
+                    paused_until: None,
+                    head: None,
+                })
+                .collect(),
+            heads: BTreeSet::new(),
+            paused: BTreeSet::new(),
+            backoff: BTreeMap::new(),
+            retries: BTreeMap::new(),
+            on_time: 0,
+            backlog: 0,
+            on_time_since: None,
+            table: Aimd::new(
+                settings.min_concurrency,
+                settings.initial_concurrency,
+                settings.max_concurrency,
+                TABLE_CUT_COOLDOWN,
+            ),
+            bucket: settings
+                .max_per_second
+                .map(|r| TokenBucket::new(r, (r / 10.0).max(max_batch as f64))),
+            in_flight: 0,
+            backlog_in_flight: 0,
+            max_backlog: settings.min_backlog_in_flight.max(1),
+            done_in_window: 0,
+            window_start: None,
+            refusals: BTreeMap::new(),
+            share: Share::default(),
+            rng: seed ^ 0x9E37_79B9_7F4A_7C15,
+            seq: 0,
+            settings: Settings {
+                max_batch,
+                ..settings
+            },
+        }
+    }
+
+    /// Whether more items read ahead may be held.
+    pub fn has_room(&self) -> bool {
+        self.held_count < self.settings.max_held
+    }
+
+    /// An item read ahead (or just due): it becomes ready at its expiry instant.
+    pub fn hold(&mut self, item: T) {
+        self.held_count += 1;
+        self.held.entry(item.expiry()).or_default().push(item);
+    }
+
+    /// A backlog item, ready now.
+    pub fn add_backlog(&mut self, item: T) {
+        self.backlog += 1;
+        let key = self.key(Class::Backlog, item.expiry());
+        let lane = self.lane_of(&item);
+        self.lanes[lane].queue.insert(key, item);
+        self.refresh_head(lane);
+    }
+
+    /// Whether the backlog reader's next items are wanted now: nothing on time waits, less than
+    /// a request's worth of backlog waits, and the backlog's share of the store has room.
+    pub fn wants_backlog(&self) -> bool {
+        self.on_time == 0
+            && self.backlog < self.settings.max_batch
+            && self.in_flight < self.table.limit()
+            && self.backlog_in_flight < self.max_backlog
+    }
+
+    /// Requests in flight (sent, not yet answered).
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// The expiry of the oldest on-time item waiting in each lane (`None`: none waits), written
+    /// into `out` (one slot per lane).
+    pub fn oldest_waiting(&self, out: &mut [Option<Expiry>]) {
+        for slot in out.iter_mut() {
+            *slot = None;
+        }
+        for (lane, state) in self.lanes.iter().enumerate() {
+            if let (Some(slot), Some(((Class::OnTime, expiry, _), _))) =
+                (out.get_mut(lane), state.queue.first_key_value())
+            {
+                *slot = Some(*expiry);
+            }
+        }
+        for ((class, expiry, _), item) in &self.retries {
+            if *class != Class::OnTime {
+                break;
+            }
+            if let Some(slot) = out.get_mut(item.lane())
+                && slot.is_none_or(|e| *expiry < e)
+            {
+                *slot = Some(*expiry);
+            }
+        }
+    }
+
+    /// The decision at wall time `now`.
+    pub fn next(&mut self, now: Timestamp) -> Decision<T> {
+        self.promote(now);
+        if self.in_flight >= self.table.limit() {
+            return Decision::Wait { until: None };
+        }
+        let lingering = self.linger_until(now);
+        let on_time_ready = self.has_ready(Class::OnTime);
+        let class = if on_time_ready && lingering.is_none() {
+            Some(Class::OnTime)
+        } else if self.backlog_in_flight < self.max_backlog && self.has_ready(Class::Backlog) {
+            Some(Class::Backlog)
+        } else {
+            None
+        };
+        let Some(class) = class else {
+            return Decision::Wait {
+                until: self.wake_at(lingering),
+            };
+        };
+        let mut cap = self.settings.max_batch;
+        if class == Class::Backlog {
+            cap = cap.min(self.max_backlog - self.backlog_in_flight);
+        }
+        let waiting = match class {
+            Class::OnTime => self.on_time,
+            Class::Backlog => self.backlog,
+        };
+        cap = cap.min(waiting.max(1));
+        if let Some(bucket) = self.bucket.as_mut()
+            && let Err(wait) = bucket.take(now, cap as f64)
+        {
+            return Decision::Wait {
+                until: Some(now.saturating_add(wait)),
+            };
+        }
+        let items = self.form(class, cap, now);
+        if items.is_empty() {
+            return Decision::Wait {
+                until: self.wake_at(lingering),
+            };
+        }
+        match class {
+            Class::OnTime => {
+                self.on_time -= items.len();
+                self.on_time_since = (self.on_time > 0).then_some(now);
+            }
+            Class::Backlog => {
+                self.backlog -= items.len();
+                self.backlog_in_flight += items.len();
+            }
+        }
+        self.in_flight += 1;
+        Decision::Send { items, class }
+    }
+
+    /// A request was answered at `now`.
+    pub fn answered(&mut self, now: Timestamp, answer: Answer<T>) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        if answer.class == Class::Backlog {
+            self.backlog_in_flight = self.backlog_in_flight.saturating_sub(answer.items);
+        }
+        self.measure(answer.items, now);
+        // Per lane: items answered, refused, refused with no scope given.
+        let mut per_lane: BTreeMap<usize, (usize, usize, usize)> = BTreeMap::new();
+        for lane in &answer.settled_lanes {
+            per_lane.entry(*lane).or_default().0 += 1;
+        }
+        self.table.on_successes(answer.settled_lanes.len());
+        let mut refused = 0usize;
+        let mut wide = false;
+        for again in &answer.again {
+            let lane = self.lane_of(&again.item);
+            let Some(scope) = again.refused else {
+                per_lane.entry(lane).or_default().0 += 1;
+                continue;
+            };
+            refused += 1;
+            *self.refusals.entry(scope).or_default() += 1;
+            let entry = per_lane.entry(lane).or_default();
+            entry.1 += 1;
+            match scope {
+                ThrottleScope::Table | ThrottleScope::Index => wide = true,
+                ThrottleScope::IndexPartition => self.lanes[lane].limit.refused(now),
+                ThrottleScope::Unknown => entry.2 += 1,
+                // The keys of one table partition: retried, nothing slowed.
+                ThrottleScope::TablePartition => {}
+            }
+        }
+        self.share.add(now, answer.items as f64, refused as f64);
+        let mut unknown_lanes = 0;
+        for (&lane, &(answered, refused, unknown)) in &per_lane {
+            let state = &mut self.lanes[lane];
+            state
+                .share
+                .add(now, (answered + refused) as f64, refused as f64);
+            if answered > 0 {
+                state.limit.accepted(answered, now);
+            }
+            if unknown == 0 {
+                continue;
+            }
+            unknown_lanes += 1;
+            // Refusals with no scope given (a batch statement's): one lane's index partition when
+            // that lane is refused far more than the others.
+            let others_sent = (self.share.sent - state.share.sent).max(0.0);
+            let others_refused = (self.share.refused - state.share.refused).max(0.0);
+            let others = if others_sent > 0.0 {
+                others_refused / others_sent
+            } else {
+                0.0
+            };
+            let ratio = state.share.ratio();
+            if state.share.refused >= HOT_LANE_MIN_REFUSALS
+                && ratio >= HOT_LANE_SHARE
+                && ratio >= HOT_LANE_FACTOR * others
+            {
+                state.limit.refused(now);
+            }
+        }
+        // Spread over several lanes, and a large share of what the table was sent: the table's.
+        if unknown_lanes >= 2 && self.share.ratio() >= TABLE_CUT_SHARE {
+            wide = true;
+        }
+        if wide && answer.items > 0 {
+            self.table
+                .on_throttle(now, refused as f64 / answer.items as f64);
+        }
+        if answer.congested {
+            self.table.on_throttle(now, 1.0);
+        }
+        for again in answer.again {
+            let at = now.saturating_add(again.after);
+            self.seq += 1;
+            self.backoff
+                .insert((at, self.seq), (answer.class, again.item));
+        }
+    }
+
+    /// What admission is doing now.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            concurrency_limit: self.table.limit(),
+            in_flight: self.in_flight,
+            limited_lanes: self
+                .lanes
+                .iter()
+                .enumerate()
+                .filter_map(|(i, l)| l.limit.rate().map(|r| (i, r)))
+                .collect(),
+            refusals: self.refusals.iter().map(|(s, n)| (*s, *n)).collect(),
+        }
+    }
+
+    /// Items held, waiting in queues, or backing off (not those in flight).
+    pub fn len(&self) -> usize {
+        self.held_count + self.on_time + self.backlog + self.backoff.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lane_of(&self, item: &T) -> usize {
+        item.lane().min(self.lanes.len() - 1)
+    }
+
+    fn key(&mut self, class: Class, expiry: Expiry) -> Key {
+        // splitmix64: ties of one instant in random order, reproducible from the seed.
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (class, expiry, z ^ (z >> 31))
+    }
+
+    /// Moves held items whose expiry has come, retries whose backoff has ended, and lanes whose
+    /// tokens are back into play.
+    fn promote(&mut self, now: Timestamp) {
+        while let Some(entry) = self.held.first_entry()
+            && entry.key().at() <= now
+        {
+            let due = entry.remove();
+            self.held_count -= due.len();
+            for item in due {
+                self.on_time += 1;
+                self.on_time_since.get_or_insert(now);
+                let key = self.key(Class::OnTime, item.expiry());
+                let lane = self.lane_of(&item);
+                self.lanes[lane].queue.insert(key, item);
+                self.refresh_head(lane);
+            }
+        }
+        while let Some(entry) = self.backoff.first_entry()
+            && entry.key().0 <= now
+        {
+            let (class, item) = entry.remove();
+            match class {
+                Class::OnTime => {
+                    self.on_time += 1;
+                    self.on_time_since.get_or_insert(now);
+                }
+                Class::Backlog => self.backlog += 1,
+            }
+            let key = self.key(class, item.expiry());
+            self.retries.insert(key, item);
+        }
+        while let Some(&(at, lane)) = self.paused.first()
+            && at <= now
+        {
+            self.paused.pop_first();
+            self.lanes[lane].paused_until = None;
+            self.refresh_head(lane);
+        }
+    }
+
+    fn refresh_head(&mut self, lane: usize) {
+        let state = &mut self.lanes[lane];
+        if let Some(old) = state.head.take() {
+            self.heads.remove(&(old, lane));
+        }
+        if state.paused_until.is_none()
+            && let Some((key, _)) = state.queue.first_key_value()
+        {
+            state.head = Some(*key);
+            self.heads.insert((*key, lane));
+        }
+    }
+
+    fn pause(&mut self, lane: usize, until: Timestamp) {
+        self.lanes[lane].paused_until = Some(until);
+        self.paused.insert((until, lane));
+        self.refresh_head(lane);
+    }
+
+    /// Whether an item of `class` may be sent now (its lane not paused).
+    fn has_ready(&self, class: Class) -> bool {
+        self.heads
+            .range((class_start(class), 0)..)
+            .next()
+            .is_some_and(|((c, _, _), _)| *c == class)
+            || self
+                .retries
+                .range(class_start(class)..)
+                .take_while(|((c, _, _), _)| *c == class)
+                .take(64)
+                .any(|(_, item)| self.lane_ready(item.lane()))
+    }
+
+    fn lane_ready(&self, lane: usize) -> bool {
+        self.lanes
+            .get(lane)
+            .is_some_and(|l| l.paused_until.is_none())
+    }
+
+    /// Until when a short run of on-time items lingers to share one request (`None`: it does
+    /// not): only with batching on, while less than a request's worth waits and no backlog
+    /// item would go first meanwhile.
+    fn linger_until(&self, now: Timestamp) -> Option<Timestamp> {
+        let since = self.on_time_since?;
+        if self.settings.linger.is_zero()
+            || self.settings.max_batch <= 1
+            || self.on_time >= self.settings.max_batch
+            || self.backlog > 0
+        {
+            return None;
+        }
+        let until = since.saturating_add(self.settings.linger);
+        (until > now).then_some(until)
+    }
+
+    fn wake_at(&self, lingering: Option<Timestamp>) -> Option<Timestamp> {
+        [
+            lingering,
+            self.held.first_key_value().map(|(e, _)| e.at()),
+            self.backoff.first_key_value().map(|((at, _), _)| *at),
+            self.paused.first().map(|(at, _)| *at),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Takes up to `cap` items of `class`: retries first (at most half the request, oldest
+    /// first), then the oldest items over all lanes, then more retries if room is left.
+    fn form(&mut self, class: Class, cap: usize, now: Timestamp) -> Vec<T> {
+        let mut items = Vec::with_capacity(cap);
+        let retry_share = (self.settings.max_batch / 2).max(1);
+        self.take_retries(class, retry_share.min(cap), now, &mut items);
+        while items.len() < cap {
+            let Some(&((c, _, _), lane)) = self.heads.range((class_start(class), 0)..).next()
+            else {
+                break;
+            };
+            if c != class {
+                break;
+            }
+            self.take_head(lane, now, &mut items);
+        }
+        if items.len() < cap {
+            let left = cap - items.len();
+            self.take_retries(class, left, now, &mut items);
+        }
+        items
+    }
+
+    /// Takes the first item of `lane` if its limit has a token; otherwise pauses the lane.
+    fn take_head(&mut self, lane: usize, now: Timestamp, items: &mut Vec<T>) {
+        match self.lanes[lane].limit.take(now) {
+            Ok(()) => {
+                if let Some((_, item)) = self.lanes[lane].queue.pop_first() {
+                    items.push(item);
+                }
+                self.refresh_head(lane);
+            }
+            Err(until) => self.pause(lane, until),
+        }
+    }
+
+    /// Takes up to `n` retries of `class`, oldest first, from lanes that may send.
+    fn take_retries(&mut self, class: Class, n: usize, now: Timestamp, items: &mut Vec<T>) {
+        let mut taken = 0;
+        let mut looked = 0;
+        let mut cursor = class_start(class);
+        while taken < n && looked < 4 * n + 64 {
+            let Some((&key, item)) = self
+                .retries
+                .range(cursor..)
+                .next()
+                .filter(|((c, _, _), _)| *c == class)
+            else {
+                break;
+            };
+            looked += 1;
+            cursor = (key.0, key.1, key.2.wrapping_add(1));
+            let lane = self.lane_of(item);
+            if !self.lane_ready(lane) {
+                if key.2 == u64::MAX {
+                    break;
+                }
+                continue;
+            }
+            match self.lanes[lane].limit.take(now) {
+                Ok(()) => {
+                    if let Some(item) = self.retries.remove(&key) {
+                        items.push(item);
+                        taken += 1;
+                    }
+                }
+                Err(until) => self.pause(lane, until),
+            }
+            if key.2 == u64::MAX {
+                break;
+            }
+        }
+    }
+
+    /// The backlog's cap follows the store: [`BACKLOG_QUEUE_TIME`] of its answered items per
+    /// second, never below the configured floor. On a store that works through requests one at
+    /// a time (DynamoDB Local) that is the floor, so an item expiring now waits at most that long
+    /// behind the backlog; a store that deletes in parallel (DynamoDB) clears its backlog at its
+    /// own speed instead of a floor's worth per round trip.
+    fn measure(&mut self, items: usize, now: Timestamp) {
+        self.done_in_window += items;
+        let start = *self.window_start.get_or_insert(now);
+        let elapsed = now.millis_since(start);
+        if elapsed >= 1000 {
+            let rate = self.done_in_window as f64 * 1000.0 / elapsed as f64;
+            self.max_backlog = self
+                .settings
+                .min_backlog_in_flight
+                .max(1)
+                .max((rate * BACKLOG_QUEUE_TIME.as_secs_f64()) as usize);
+            self.done_in_window = 0;
+            self.window_start = Some(now);
+        }
+    }
+}

@@ -1,0 +1,210 @@
+use super::*;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct It {
+    id: u32,
+    lane: usize,
+    expiry_ms: i64,
+}
+
+impl Ticket for It {
+    fn lane(&self) -> usize {
+        self.lane
+    }
+    fn expiry(&self) -> Expiry {
+        Expiry::at_instant(Timestamp::from_millis(self.expiry_ms))
+    }
+}
+
+fn it(id: u32, lane: usize, expiry_ms: i64) -> It {
+    It {
+        id,
+        lane,
+        expiry_ms,
+    }
+}
+
+fn settings() -> Settings {
+    Settings {
+        max_batch: 4,
+        linger: Duration::ZERO,
+        max_held: 1000,
+        min_concurrency: 1,
+        initial_concurrency: 4,
+        max_concurrency: 8,
+        min_backlog_in_flight: 4,
+        max_per_second: None,
+    }
+}
+
+fn t(ms: i64) -> Timestamp {
+    Timestamp::from_millis(ms)
+}
+
+fn sent(d: Decision<It>) -> (Vec<u32>, Class) {
+    match d {
+        Decision::Send { items, class } => (items.iter().map(|i| i.id).collect(), class),
+        other => panic!("expected a request, got {other:?}"),
+    }
+}
+
+fn answer(class: Class, items: &[It], again: Vec<Again<It>>) -> Answer<It> {
+    Answer {
+        class,
+        items: items.len(),
+        settled_lanes: items
+            .iter()
+            .filter(|i| !again.iter().any(|a| a.item.id == i.id))
+            .map(|i| i.lane)
+            .collect(),
+        again,
+        congested: false,
+    }
+}
+
+#[test]
+fn items_wait_for_their_expiry_then_go_oldest_first_across_lanes() {
+    let mut a = Admission::new(3, settings(), 1);
+    a.hold(it(1, 0, 1_030));
+    a.hold(it(2, 1, 1_010));
+    a.hold(it(3, 2, 1_020));
+    assert_eq!(
+        a.next(t(1_000)),
+        Decision::Wait {
+            until: Some(t(1_010))
+        }
+    );
+    assert_eq!(sent(a.next(t(1_025))), (vec![2, 3], Class::OnTime));
+    assert_eq!(sent(a.next(t(1_030))), (vec![1], Class::OnTime));
+    assert!(a.is_empty());
+}
+
+#[test]
+fn on_time_items_go_before_backlog_items_and_the_backlog_waits_for_them() {
+    let mut a = Admission::new(2, settings(), 1);
+    a.add_backlog(it(10, 0, 10));
+    a.add_backlog(it(11, 1, 20));
+    a.hold(it(1, 1, 1_000));
+    assert!(!a.wants_backlog() || a.on_time == 0);
+    assert_eq!(sent(a.next(t(1_000))), (vec![1], Class::OnTime));
+    assert_eq!(sent(a.next(t(1_000))), (vec![10, 11], Class::Backlog));
+}
+
+#[test]
+fn a_refused_item_goes_again_after_its_backoff_before_newer_items() {
+    let mut a = Admission::new(1, settings(), 1);
+    for i in 0..4 {
+        a.hold(it(i, 0, 1_000 + i as i64));
+    }
+    let (ids, _) = sent(a.next(t(1_003)));
+    assert_eq!(ids, vec![0, 1, 2, 3]);
+    // Item 0 refused by a table partition: back after 10 ms.
+    a.answered(
+        t(1_005),
+        answer(
+            Class::OnTime,
+            &[
+                it(0, 0, 1_000),
+                it(1, 0, 1_001),
+                it(2, 0, 1_002),
+                it(3, 0, 1_003),
+            ],
+            vec![Again {
+                item: it(0, 0, 1_000),
+                after: Duration::from_millis(10),
+                refused: Some(ThrottleScope::TablePartition),
+            }],
+        ),
+    );
+    for i in 4..8 {
+        a.hold(it(i, 0, 1_006 + i as i64));
+    }
+    let (ids, _) = sent(a.next(t(1_015)));
+    assert_eq!(ids, vec![0, 4, 5, 6]);
+    assert_eq!(
+        a.snapshot().limited_lanes,
+        vec![],
+        "a table partition limits no lane"
+    );
+    assert_eq!(a.snapshot().concurrency_limit, 4, "nor the table");
+}
+
+#[test]
+fn an_index_partition_refusal_limits_its_lane_only() {
+    let mut a = Admission::new(2, settings(), 1);
+    a.hold(it(0, 0, 1_000));
+    a.hold(it(1, 1, 1_000));
+    let (_, class) = sent(a.next(t(1_000)));
+    a.answered(
+        t(1_002),
+        answer(
+            class,
+            &[it(0, 0, 1_000), it(1, 1, 1_000)],
+            vec![Again {
+                item: it(0, 0, 1_000),
+                after: Duration::from_millis(5),
+                refused: Some(ThrottleScope::IndexPartition),
+            }],
+        ),
+    );
+    let snap = a.snapshot();
+    assert_eq!(snap.limited_lanes.len(), 1);
+    assert_eq!(snap.limited_lanes[0].0, 0);
+    assert_eq!(snap.concurrency_limit, 4);
+}
+
+#[test]
+fn a_table_wide_refusal_cuts_the_requests_in_flight() {
+    let mut a = Admission::new(2, settings(), 1);
+    a.hold(it(0, 0, 1_000));
+    let _ = sent(a.next(t(1_000)));
+    a.answered(
+        t(1_002),
+        answer(
+            Class::OnTime,
+            &[it(0, 0, 1_000)],
+            vec![Again {
+                item: it(0, 0, 1_000),
+                after: Duration::from_millis(5),
+                refused: Some(ThrottleScope::Table),
+            }],
+        ),
+    );
+    assert_eq!(a.snapshot().concurrency_limit, 2);
+    assert!(a.snapshot().limited_lanes.is_empty());
+}
+
+#[test]
+fn the_requests_in_flight_are_capped() {
+    let mut s = settings();
+    s.initial_concurrency = 2;
+    s.max_batch = 1;
+    let mut a = Admission::new(1, s, 1);
+    for i in 0..3 {
+        a.hold(it(i, 0, 1_000));
+    }
+    let _ = sent(a.next(t(1_000)));
+    let _ = sent(a.next(t(1_000)));
+    assert_eq!(a.next(t(1_000)), Decision::Wait { until: None });
+}
+
+#[test]
+fn per_lane_oldest_waiting_is_reported() {
+    let mut a = Admission::new(3, settings(), 1);
+    a.hold(it(0, 0, 1_000));
+    a.hold(it(1, 2, 1_010));
+    a.add_backlog(it(2, 1, 10));
+    let _ = a.next(t(999));
+    let mut out = vec![None; 3];
+    a.hold(it(3, 0, 900));
+    a.promote(t(1_020));
+    a.oldest_waiting(&mut out);
+    assert_eq!(
+        out,
+        vec![
+            Some(Expiry::at_instant(t(900))),
+            None,
+            Some(Expiry::at_instant(t(1_010)))
+        ]
+    );
+}
