@@ -208,3 +208,71 @@ fn per_lane_oldest_waiting_is_reported() {
         ]
     );
 }
+
+/// Sends every item of `lanes` lanes due at `now` and answers each request, refusing (with no
+/// scope given) the items `refuse` picks.
+fn round(a: &mut Admission<It>, now: i64, lanes: usize, refuse: impl Fn(&It) -> bool) {
+    for l in 0..lanes {
+        for k in 0..4 {
+            a.hold(it((now as u32) * 100 + (l * 4 + k) as u32, l, now));
+        }
+    }
+    while let Decision::Send { items, class } = a.next(t(now)) {
+        let again = items
+            .iter()
+            .filter(|i| refuse(i))
+            .map(|i| Again {
+                item: i.clone(),
+                after: Duration::from_millis(1),
+                refused: Some(ThrottleScope::Unknown),
+            })
+            .collect();
+        a.answered(t(now), answer(class, &items, again));
+    }
+}
+
+#[test]
+fn refusals_of_unknown_scope_concentrated_on_one_lane_limit_that_lane_only() {
+    let mut a = Admission::new(4, settings(), 7);
+    for ms in 0..50 {
+        round(&mut a, 1_000 + ms * 10, 4, |i| i.lane == 2 && i.id % 2 == 0);
+    }
+    let snap = a.snapshot();
+    assert_eq!(
+        snap.limited_lanes.iter().map(|(l, _)| *l).collect::<Vec<_>>(),
+        vec![2]
+    );
+    assert!(snap.concurrency_limit >= 4, "the table is not slowed: {snap:?}");
+}
+
+#[test]
+fn refusals_of_unknown_scope_spread_thinly_over_lanes_slow_nothing() {
+    let mut a = Admission::new(4, settings(), 7);
+    for ms in 0..50 {
+        // One item in ten refused, whatever its lane: table partitions' keys.
+        round(&mut a, 1_000 + ms * 10, 4, |i| i.id % 10 == 3);
+    }
+    let snap = a.snapshot();
+    assert!(snap.limited_lanes.is_empty(), "{snap:?}");
+    assert!(snap.concurrency_limit >= 4, "{snap:?}");
+}
+
+#[test]
+fn refusals_of_unknown_scope_over_most_of_the_table_cut_the_requests_in_flight() {
+    let limit = |refuse: fn(&It) -> bool| {
+        let mut s = settings();
+        s.max_concurrency = 64;
+        let mut a = Admission::new(4, s, 7);
+        for ms in 0..50 {
+            round(&mut a, 1_000 + ms * 50, 4, refuse);
+        }
+        a.snapshot()
+    };
+    let clean = limit(|_| false);
+    let refused = limit(|i| i.id % 2 == 0);
+    assert!(
+        refused.concurrency_limit * 2 <= clean.concurrency_limit,
+        "{refused:?} against {clean:?}"
+    );
+    assert!(refused.limited_lanes.is_empty(), "{refused:?}");
+}
