@@ -28,6 +28,10 @@ pub struct BenchConfig {
     pub items: u64,
     /// Their TTLs are spread evenly over this long.
     pub spread: Duration,
+    /// The share (0 to 1, exclusive) of the expiring items written to shard 0, the rest spread
+    /// evenly over the other shards: one index partition taking more than the others (`None`:
+    /// every item's shard drawn uniformly).
+    pub hot_shard_share: Option<f64>,
     /// Items already expired when the sweeper starts.
     pub backlog: u64,
     /// Nothing is due for this long after the sweeper starts: a burst met by a daemon that has
@@ -109,6 +113,7 @@ impl BenchConfig {
             seed: fastrand::u64(..),
             items: 2000,
             spread: Duration::from_secs(10),
+            hot_shard_share: None,
             backlog: 0,
             idle: Duration::ZERO,
             grace: Duration::from_secs(3),

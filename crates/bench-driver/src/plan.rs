@@ -54,6 +54,10 @@ pub struct LoadShape {
     pub backlog: u64,
     /// The shard count writers spread over.
     pub shards: u16,
+    /// The share of the expiring items written to shard 0 (the hot shard), the rest drawn from
+    /// the other shards; `None` (or under two shards): all drawn uniformly. The backlog and the
+    /// items that must survive are drawn uniformly either way.
+    pub hot_share: Option<f64>,
     /// TTLs are multiples of this: 1 s for writers of whole epoch seconds (every item of a
     /// second due at once), 1 ms for spread-out fractional TTLs.
     pub granularity: Duration,
@@ -71,6 +75,7 @@ pub fn for_config(
         spread: config.spread,
         backlog: config.backlog,
         shards: config.layout.shards.get(),
+        hot_share: config.hot_shard_share,
         granularity: config.ttl_granularity,
     };
     main_load(
@@ -96,18 +101,33 @@ pub fn main_load(
         spread,
         backlog,
         shards,
+        hot_share,
         granularity,
     } = shape;
     let mut plan = Plan::default();
     let mut shard_rng = rng.fork();
-    let mut shard = move || Some(shard_rng.u16(0..shards));
+    let hot_share = hot_share.filter(|_| shards >= 2);
+    // The hot shard's items are spaced evenly through the TTL order (expiring item i is hot
+    // when floor((i + 1) × share) passes an integer), so every second of the load sends shard 0
+    // its share exactly, not a binomial draw around it; the others are drawn from shards 1... One
+    // stream of draws in one order: without a share the plan is that of earlier runs with the
+    // same seed.
+    let mut shard = move |expiring: Option<u64>| -> Option<u16> {
+        match (expiring, hot_share) {
+            (Some(i), Some(share)) => {
+                let hot = ((i + 1) as f64 * share).floor() > (i as f64 * share).floor();
+                Some(if hot { 0 } else { shard_rng.u16(1..shards) })
+            }
+            _ => Some(shard_rng.u16(0..shards)),
+        }
+    };
     let spread_ms = spread.as_millis().max(1) as f64;
     let step = (granularity.as_millis() as i64).max(1);
     for i in 0..count {
         let key = format!("item-{i:07}");
         let ms = first.as_millis() + (spread_ms * i as f64 / count as f64) as i64 + rng.i64(0..7);
         let ttl = Timestamp::from_millis(ms - ms.rem_euclid(step));
-        let s = shard();
+        let s = shard(Some(i));
         plan.writes
             .push(items.item(&key, Some(epoch_seconds(ttl)), s));
         plan.planted.push(Planted {
@@ -122,7 +142,7 @@ pub fn main_load(
     for i in 0..backlog {
         let key = format!("backlog-{i:07}");
         let ttl = now.saturating_sub(Duration::from_millis(10_000 + rng.u64(0..3_600_000)));
-        let s = shard();
+        let s = shard(None);
         plan.writes
             .push(items.item(&key, Some(epoch_seconds(ttl)), s));
         plan.planted.push(Planted {
@@ -140,7 +160,7 @@ pub fn main_load(
         let offset = 2000.0 + (spread_ms - 2000.0).max(0.0) * i as f64 / extended as f64;
         let ttl = Timestamp::from_millis(first.as_millis() + offset as i64);
         plan.writes
-            .push(items.item(&key, Some(epoch_seconds(ttl)), shard()));
+            .push(items.item(&key, Some(epoch_seconds(ttl)), shard(None)));
         // Extended one to two seconds before the original expiry.
         let at = ttl.saturating_sub(Duration::from_millis(1000 + rng.u64(0..1000)));
         plan.extensions.push((at, key.clone()));
@@ -152,7 +172,7 @@ pub fn main_load(
         .saturating_add(spread)
         .saturating_add(Duration::from_secs(3600));
     for i in 0..ADVERSARIAL_EACH {
-        let s = shard();
+        let s = shard(None);
         let adversarial = [
             (
                 format!("millis-ttl-{i}"),
@@ -213,6 +233,7 @@ mod tests {
             spread: Duration::from_secs(3),
             backlog: 7,
             shards: 4,
+            hot_share: None,
             granularity: Duration::from_millis(1),
         };
         let plan = main_load(&items, shape, now, first, &mut fastrand::Rng::with_seed(7));
@@ -248,6 +269,7 @@ mod tests {
             spread: Duration::from_secs(2),
             backlog: 0,
             shards: 4,
+            hot_share: None,
             granularity: Duration::from_secs(1),
         };
         let plan = |seed| {
@@ -272,5 +294,69 @@ mod tests {
         assert!(a.iter().all(|t| t % 1000 == 0), "whole seconds");
         assert_eq!(a, ttls(&plan(1)));
         assert_eq!(plan(1).writes, plan(1).writes);
+    }
+
+    #[test]
+    fn a_hot_shard_gets_its_share_of_every_second_and_the_others_the_rest_evenly() {
+        let items = ItemWriter::new("pk", &TtlLayout::default());
+        let now = Timestamp::from_millis(1_800_000_000_000);
+        let first = now.saturating_add(Duration::from_secs(5));
+        let shape = LoadShape {
+            count: 16_000,
+            spread: Duration::from_secs(2),
+            backlog: 100,
+            shards: 8,
+            hot_share: Some(0.1875),
+            granularity: Duration::from_secs(1),
+        };
+        let plan = main_load(&items, shape, now, first, &mut fastrand::Rng::with_seed(3));
+        let mut per_second: std::collections::BTreeMap<i64, [u64; 8]> = Default::default();
+        for p in &plan.planted {
+            if let Expectation::Expire { ttl_ms } = p.expect {
+                per_second.entry(ttl_ms).or_default()[usize::from(p.shard.unwrap())] += 1;
+            }
+        }
+        // Two whole seconds, and the few items the TTL jitter pushes into a third.
+        let seconds: Vec<[u64; 8]> = per_second
+            .values()
+            .copied()
+            .filter(|s| s.iter().sum::<u64>() > 1000)
+            .collect();
+        assert_eq!(seconds.len(), 2, "{per_second:?}");
+        for s in &seconds {
+            let total: u64 = s.iter().sum();
+            // 3 of every 16 items: 1 500 of 8 000, give or take the few the TTL jitter (up to
+            // 7 ms) moves over a second's boundary.
+            assert!(s[0].abs_diff(total * 3 / 16) <= 15, "{s:?}");
+            for other in &s[1..] {
+                assert!(other.abs_diff((total - s[0]) / 7) < 150, "{s:?}");
+            }
+        }
+        let backlog_on_0 = plan
+            .planted
+            .iter()
+            .filter(|p| matches!(p.expect, Expectation::Backlog { .. }) && p.shard == Some(0))
+            .count();
+        assert!(
+            backlog_on_0 < 40,
+            "the backlog stays uniform: {backlog_on_0}"
+        );
+        let uniform = LoadShape {
+            hot_share: None,
+            ..shape
+        };
+        let with_share_none = main_load(
+            &items,
+            uniform,
+            now,
+            first,
+            &mut fastrand::Rng::with_seed(3),
+        );
+        let on_0 = with_share_none
+            .planted
+            .iter()
+            .filter(|p| matches!(p.expect, Expectation::Expire { .. }) && p.shard == Some(0))
+            .count();
+        assert!((1500..2500).contains(&on_0), "{on_0}");
     }
 }

@@ -35,6 +35,10 @@ pub struct Summary {
     pub poll_interval_ms: u64,
     pub delete_mode: String,
     pub shards: u16,
+    /// The share of the expiring items written to shard 0 (`--hot-shard-share`); absent when
+    /// every shard was drawn uniformly.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hot_shard_share: Option<f64>,
     /// `sharded` (ours) or `blog-window` (the 2022 blog's index).
     pub index_layout: String,
     /// TTLs are multiples of this many milliseconds (1000: whole epoch seconds).
@@ -127,6 +131,7 @@ pub(crate) fn summarize(
         poll_interval_ms: config.poll_interval.as_millis() as u64,
         delete_mode: config.delete_mode_name().to_string(),
         shards: config.layout.shards.get(),
+        hot_shard_share: config.hot_shard_share,
         index_layout: config.index.name().to_string(),
         ttl_granularity_ms: config.ttl_granularity.as_millis() as u64,
         seed: config.seed,
@@ -177,6 +182,15 @@ fn markdown(s: &Summary, m: &Measured) -> String {
         s.backlog,
         report.counts.survive
     ));
+    if let Some(share) = s.hot_shard_share {
+        md.push_str(&format!(
+            "| hot shard | {:.1} % of the expiring items ({:.0}/s) written to shard 0, the rest spread over shards 1–{} ({:.0}/s) |\n",
+            share * 100.0,
+            s.steady_rate_per_s * share,
+            s.shards.saturating_sub(1),
+            s.steady_rate_per_s * (1.0 - share)
+        ));
+    }
     md.push_str(&format!(
         "| daemon | index layout {}, poll {} ms, {} shards, delete mode {} |\n",
         s.index_layout, s.poll_interval_ms, s.shards, s.delete_mode

@@ -248,6 +248,9 @@ async fn run_on(
             source: "this run's faster raw delete rate (DeleteItem or PartiQL batch)".into(),
             partition: None,
         }),
+        hot_shard: config.hot_shard_share.map(|_| 0),
+        // The sweeper deletes in batches by default: its rate while behind is held to this.
+        raw_batch_per_s: raw.map(|r| r.batch_per_s),
     };
     let measured = Measured {
         load_seconds,

@@ -197,6 +197,10 @@ async fn run_on(
         // The simulator dates each delete itself: nothing stands between it and the log.
         observer_error_ms: Some(0.0),
         capacity: Some(capacity),
+        hot_shard: config.hot_shard_share.map(|_| 0),
+        // No raw rate is measured on the simulator: its capacity is configured, and the bound
+        // is held to it.
+        raw_batch_per_s: None,
     };
     let measured = Measured {
         load_seconds,

@@ -7,6 +7,9 @@
 //!   with 3 significant digits (exact for values below 2048 ms) over lags clamped at 0; a negative
 //!   lag is also a wrong deletion.
 //! - Throughput counts the first removals of `Expire` and `Backlog` items.
+//! - With a hot shard, its `Expire` items and the other shards' are also reported apart, each
+//!   against its own part of one perfect sweeper's run ([`crate::shards`]).
+//! - The deletion rate while behind is defined in [`crate::behind`].
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -54,6 +57,18 @@ pub struct Report {
     /// The first seconds of expirations against the rest.
     #[serde(default)]
     pub ramp: Option<Ramp>,
+    /// With a hot shard ([`Inputs::hot_shard`]): the lag of its expiring items, with their own
+    /// bound; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hot_shard: Option<crate::ShardGroup>,
+    /// With a hot shard: the lag of the other shards' expiring items, with their own bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_shards: Option<crate::ShardGroup>,
+    /// The sweeper's deletion rate while it was behind (an item due for more than
+    /// [`crate::BEHIND_AFTER_MS`] not yet deleted), against the store's raw rate; absent when
+    /// it never was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub behind: Option<crate::Behind>,
 }
 
 /// When the run happened.
@@ -420,21 +435,75 @@ pub fn analyze(inputs: &Inputs) -> Report {
             .map(|l| backlog_removed as f64 / ((l - start) as f64 / 1000.0)),
     };
 
-    let bound = inputs.capacity.as_ref().map(|capacity| {
-        let expiring: Vec<crate::Expiring> = inputs
-            .planted
+    // Every expiring item once (the first planted entry of its key), in planted order: the
+    // bound keeps that order among items due at one instant.
+    let mut seen_keys: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let expiring_planted: Vec<(&crate::Planted, i64)> = inputs
+        .planted
+        .iter()
+        .filter(|p| seen_keys.insert(p.key.as_str()))
+        .filter_map(|p| match p.expect {
+            Expectation::Expire { ttl_ms } => Some((p, ttl_ms)),
+            _ => None,
+        })
+        .collect();
+    // The perfect sweeper runs once, over the whole workload; each part's bound is the part of
+    // its lags that belongs to the part's items.
+    let perfect: Option<Vec<f64>> = inputs.capacity.as_ref().map(|capacity| {
+        let expiring: Vec<crate::Expiring> = expiring_planted
             .iter()
-            .filter_map(|p| match p.expect {
-                Expectation::Expire { ttl_ms } => Some(crate::Expiring {
-                    ttl_ms,
-                    partitions: [p.table_partition, p.shard.map(u32::from)],
-                }),
-                _ => None,
+            .map(|(p, ttl_ms)| crate::Expiring {
+                ttl_ms: *ttl_ms,
+                partitions: [p.table_partition, p.shard.map(u32::from)],
             })
             .collect();
-        let (p99, max) = lag.as_ref().map_or((0, 0), |l| (l.p99_ms, l.max_ms));
-        crate::bound::bound(&expiring, capacity, p99, max)
+        crate::bound::perfect_lags_by_item(&expiring, capacity)
     });
+    let bound = inputs
+        .capacity
+        .as_ref()
+        .zip(perfect.as_ref())
+        .map(|(capacity, perfect)| {
+            let (p99, max) = lag.as_ref().map_or((0, 0), |l| (l.p99_ms, l.max_ms));
+            crate::bound::bound_of_lags(perfect.clone(), capacity, p99, max)
+        });
+    let (hot_shard, other_shards) = match inputs.hot_shard {
+        Some(hot) => {
+            let items: Vec<crate::shards::ItemLag> = expiring_planted
+                .iter()
+                .enumerate()
+                .map(|(i, (p, ttl_ms))| crate::shards::ItemLag {
+                    shard: p.shard,
+                    lag_ms: first_seen
+                        .get(p.key.as_str())
+                        .map(|seen| (seen - ttl_ms).max(0) as u64),
+                    perfect_ms: perfect.as_ref().map(|v| v[i]),
+                })
+                .collect();
+            let (h, o) = crate::shards::split(hot, &items, inputs.capacity.as_ref());
+            (Some(h), Some(o))
+        }
+        None => (None, None),
+    };
+    let due: Vec<crate::behind::Due> = planted
+        .iter()
+        .filter_map(|(key, expect)| match expect {
+            Expectation::Expire { ttl_ms } | Expectation::Backlog { ttl_ms } => {
+                Some(crate::behind::Due {
+                    ttl_ms: *ttl_ms,
+                    seen_ms: first_seen.get(key).copied(),
+                })
+            }
+            Expectation::Survive { .. } => None,
+        })
+        .collect();
+    let behind = crate::behind::behind(
+        &due,
+        &deletion_times,
+        start,
+        inputs.run_ended_ms,
+        inputs.raw_batch_per_s,
+    );
     let lag_points = thin(lag_points);
 
     Report {
@@ -455,6 +524,9 @@ pub fn analyze(inputs: &Inputs) -> Report {
         lag_histogram,
         bound,
         ramp,
+        hot_shard,
+        other_shards,
+        behind,
     }
 }
 
@@ -544,7 +616,7 @@ fn histogram(values: &[u64]) -> Histogram<u64> {
 }
 
 /// Lag statistics over clamped lags; `None` when there are none.
-fn lag_stats(lags: &[u64], early: u64) -> Option<LagStats> {
+pub(crate) fn lag_stats(lags: &[u64], early: u64) -> Option<LagStats> {
     if lags.is_empty() {
         return None;
     }

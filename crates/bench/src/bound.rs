@@ -7,7 +7,8 @@
 //! no sweeper can do better, and a report states our lag as a ratio to this.
 
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 /// What the store can do, as measured (DynamoDB Local) or configured (the simulator).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -104,45 +105,80 @@ impl Bucket {
     }
 }
 
-/// How many waiting items the perfect sweeper looks at per millisecond for one whose partitions
-/// have room; enough to find every partition's oldest item among thousands waiting.
-const LOOK_AT: usize = 1024;
-
 /// The perfect sweeper's lags (ms), one per item, in the order it deletes them. Millisecond by
 /// millisecond it deletes due items oldest first while the store-wide bucket holds a token,
 /// passing over an item whose table or index partition has none (all buckets full at the
 /// start): partitions work in parallel, each at its own limit.
 pub fn perfect_lags_of(items: &[Expiring], capacity: &StoreCapacity) -> Vec<f64> {
-    let mut items = items.to_vec();
-    // By TTL only: items due at one instant stay in their given order, mixed over partitions,
-    // so the first `LOOK_AT` waiting are a fair sample of them.
-    items.sort_by_key(|e| e.ttl_ms);
-    let Some(first) = items.first() else {
+    perfect_lags_indexed(items, capacity)
+        .into_iter()
+        .map(|(_, lag)| lag)
+        .collect()
+}
+
+/// The perfect sweeper's lag of each item, in `items`' order: a part of the workload (one
+/// shard's items) is then judged against what the perfect sweeper did for that part while it
+/// deleted the whole workload, store-wide limit shared.
+pub fn perfect_lags_by_item(items: &[Expiring], capacity: &StoreCapacity) -> Vec<f64> {
+    let mut lags = vec![0.0; items.len()];
+    for (i, lag) in perfect_lags_indexed(items, capacity) {
+        lags[i] = lag;
+    }
+    lags
+}
+
+/// (index in `items`, lag) of every item, in the order the perfect sweeper deletes them.
+///
+/// Waiting items are queued by the partitions they write, oldest first (ties in `items`'
+/// order): when a queue's oldest item finds no room, none behind it would, so each millisecond
+/// looks only at the queues' heads, oldest first. This is exact however long a hot partition's
+/// queue grows; scanning all waiting items in TTL order (up to a fixed number a millisecond, as
+/// before) left items on idle partitions unseen behind a long queue on a full one.
+fn perfect_lags_indexed(all: &[Expiring], capacity: &StoreCapacity) -> Vec<(usize, f64)> {
+    let mut order: Vec<usize> = (0..all.len()).collect();
+    order.sort_by_key(|&i| all[i].ttl_ms);
+    let Some(&first) = order.first() else {
         return Vec::new();
     };
-    let mut t = first.ttl_ms;
+    let mut t = all[first].ttl_ms;
     let mut table = Bucket::full(capacity.per_second, capacity.burst_items, t);
     let start = t;
     let partition =
         |limit: &PartitionLimit| Bucket::full(limit.per_second, limit.burst_items, start);
     let mut partitions: [HashMap<u32, Bucket>; 2] = Default::default();
-    let mut lags = Vec::with_capacity(items.len());
-    let mut waiting: VecDeque<Option<Expiring>> = VecDeque::new();
+    let mut lags = Vec::with_capacity(all.len());
+    // Without partition limits every item is in one queue.
+    let queue_key = |e: &Expiring| match capacity.partition {
+        Some(_) => e.partitions,
+        None => [None; 2],
+    };
+    let mut queue_of: HashMap<[Option<u32>; 2], usize> = HashMap::new();
+    // Each queue holds positions in `order`; each non-empty queue's head is in `heads` once.
+    let mut queues: Vec<VecDeque<usize>> = Vec::new();
+    let mut heads: BinaryHeap<Reverse<(usize, usize)>> = BinaryHeap::new();
     let mut live = 0usize;
     let mut next = 0;
     loop {
-        while next < items.len() && items[next].ttl_ms <= t {
-            waiting.push_back(Some(items[next]));
+        while next < order.len() && all[order[next]].ttl_ms <= t {
+            let q = *queue_of
+                .entry(queue_key(&all[order[next]]))
+                .or_insert_with(|| {
+                    queues.push(VecDeque::new());
+                    queues.len() - 1
+                });
+            if queues[q].is_empty() {
+                heads.push(Reverse((next, q)));
+            }
+            queues[q].push_back(next);
             live += 1;
             next += 1;
         }
-        let mut looked = 0;
-        for slot in waiting.iter_mut() {
-            if !table.has_token(t) || looked >= LOOK_AT {
+        let mut blocked = Vec::new();
+        while table.has_token(t) {
+            let Some(Reverse((pos, q))) = heads.pop() else {
                 break;
-            }
-            let Some(item) = *slot else { continue };
-            looked += 1;
+            };
+            let item = all[order[pos]];
             if let Some(limit) = &capacity.partition {
                 let has_room = item.partitions.iter().enumerate().all(|(i, id)| {
                     id.is_none_or(|id| {
@@ -153,6 +189,7 @@ pub fn perfect_lags_of(items: &[Expiring], capacity: &StoreCapacity) -> Vec<f64>
                     })
                 });
                 if !has_room {
+                    blocked.push(Reverse((pos, q)));
                     continue;
                 }
                 for (i, id) in item.partitions.iter().enumerate() {
@@ -162,20 +199,18 @@ pub fn perfect_lags_of(items: &[Expiring], capacity: &StoreCapacity) -> Vec<f64>
                 }
             }
             table.take(t);
-            lags.push((t - item.ttl_ms) as f64 + capacity.floor_ms);
-            *slot = None;
+            lags.push((order[pos], (t - item.ttl_ms) as f64 + capacity.floor_ms));
+            queues[q].pop_front();
+            if let Some(&head) = queues[q].front() {
+                heads.push(Reverse((head, q)));
+            }
             live -= 1;
         }
-        while matches!(waiting.front(), Some(None)) {
-            waiting.pop_front();
-        }
-        if waiting.len() > 2 * live + LOOK_AT {
-            waiting.retain(Option::is_some);
-        }
+        heads.extend(blocked);
         if live > 0 {
             t += 1;
-        } else if next < items.len() {
-            t = items[next].ttl_ms;
+        } else if next < order.len() {
+            t = all[order[next]].ttl_ms;
         } else {
             return lags;
         }
@@ -184,7 +219,22 @@ pub fn perfect_lags_of(items: &[Expiring], capacity: &StoreCapacity) -> Vec<f64>
 
 /// The bound over `items`, with our own p99 and max for the ratios.
 pub fn bound(items: &[Expiring], capacity: &StoreCapacity, ours_p99: u64, ours_max: u64) -> Bound {
-    let mut lags = perfect_lags_of(items, capacity);
+    bound_of_lags(
+        perfect_lags_of(items, capacity),
+        capacity,
+        ours_p99,
+        ours_max,
+    )
+}
+
+/// The bound whose perfect lags are `lags` (from [`perfect_lags_of`] or a part of
+/// [`perfect_lags_by_item`]), with our own p99 and max for the ratios.
+pub fn bound_of_lags(
+    mut lags: Vec<f64>,
+    capacity: &StoreCapacity,
+    ours_p99: u64,
+    ours_max: u64,
+) -> Bound {
     lags.sort_by(f64::total_cmp);
     let at = |q: f64| -> f64 {
         if lags.is_empty() {
@@ -320,6 +370,43 @@ mod tests {
             .collect();
         let b = bound(&at(&ttls), &capacity(647.0, 0.0), 0, 0);
         assert!((b.max_ms - 926.0).abs() < 3.0, "{b:?}");
+    }
+
+    #[test]
+    fn lags_by_item_are_the_same_lags_in_the_items_order() {
+        // Two partitions, one over its limit; the input out of TTL order.
+        let limited = StoreCapacity {
+            partition: Some(PartitionLimit {
+                per_second: 1000.0,
+                burst_items: 0.0,
+            }),
+            ..capacity(10_000.0, 0.0)
+        };
+        let items: Vec<Expiring> = (0..4000i64)
+            .rev()
+            .map(|i| Expiring {
+                ttl_ms: i / 2,
+                partitions: [None, Some((i % 4 == 0) as u32)],
+            })
+            .collect();
+        let by_item = perfect_lags_by_item(&items, &limited);
+        let mut sorted = by_item.clone();
+        sorted.sort_by(f64::total_cmp);
+        let mut in_order = perfect_lags_of(&items, &limited);
+        in_order.sort_by(f64::total_cmp);
+        assert_eq!(sorted, in_order);
+        // Partition 1 takes 500/s: it waits only for the table's first token (1 ms). Partition
+        // 0 takes 1 500/s at 1 000/s: 500 a second behind.
+        let worst = |p: u32| {
+            items
+                .iter()
+                .zip(&by_item)
+                .filter(|(e, _)| e.partitions[1] == Some(p))
+                .map(|(_, l)| *l)
+                .fold(0.0, f64::max)
+        };
+        assert!(worst(1) <= 1.0, "{}", worst(1));
+        assert!((worst(0) - 1000.0).abs() < 5.0, "{}", worst(0));
     }
 
     #[test]

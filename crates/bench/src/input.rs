@@ -70,4 +70,13 @@ pub struct Inputs {
     /// What the store can do, for the physical bound ([`crate::bound`]); `None`: no bound.
     #[serde(default)]
     pub capacity: Option<crate::StoreCapacity>,
+    /// The shard the bench sent a set share of the expiring items to (`bench
+    /// --hot-shard-share`): the report then gives the lag of that shard's items and of the other
+    /// shards' apart. `None`: shards drawn uniformly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hot_shard: Option<u16>,
+    /// The store's raw delete rate in PartiQL batches, measured in the run (DynamoDB Local): the
+    /// yardstick of the deletion rate while behind ([`crate::Behind`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_batch_per_s: Option<f64>,
 }

@@ -8,15 +8,22 @@
 //! only I/O is [`write_plot`], which writes the file it is asked to.
 
 pub mod analyze;
+pub mod behind;
 pub mod bound;
 pub mod input;
 pub mod markdown;
 pub mod plot;
+pub mod shards;
 
 pub use analyze::{
     BacklogStats, Counts, HistBucket, LEFT_BEHIND_LISTED, LagPoint, LagStats, LeftBehind, Ramp,
     Report, RunInfo, SecondStats, Throughput, WrongDeletion, WrongKind, analyze,
 };
-pub use bound::{Bound, Expiring, PartitionLimit, StoreCapacity, bound, perfect_lags_of};
+pub use behind::{BEHIND_AFTER_MS, Behind};
+pub use bound::{
+    Bound, Expiring, PartitionLimit, StoreCapacity, bound, bound_of_lags, perfect_lags_by_item,
+    perfect_lags_of,
+};
 pub use input::{Expectation, Inputs, Planted, Removal};
 pub use plot::{PlotError, write_plot};
+pub use shards::ShardGroup;

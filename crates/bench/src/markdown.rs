@@ -75,6 +75,15 @@ impl Report {
                 format!("p99 {} ×, max {} ×", ratio(b.ratio_p99), ratio(b.ratio_max)),
             ));
         }
+        for g in [&self.hot_shard, &self.other_shards].into_iter().flatten() {
+            rows.push(shard_group_row(g));
+        }
+        if let Some(b) = &self.behind {
+            rows.push((
+                "while behind (an item due over 1 s, not yet deleted)",
+                behind_row(b),
+            ));
+        }
         rows.push((
             "deletions/s",
             format!(
@@ -145,6 +154,55 @@ impl Report {
     pub fn to_json(&self) -> Result<String, serde_json::Error> {
         serde_json::to_string_pretty(self)
     }
+}
+
+/// One part of a skewed load: its lag, and its own bound when the run has one.
+fn shard_group_row(g: &crate::ShardGroup) -> (&'static str, String) {
+    let name = match g.shard {
+        Some(_) => "hot shard: lag p50 / p99 / max",
+        None => "other shards: lag p50 / p99 / max",
+    };
+    let which = g.shard.map_or(String::new(), |s| format!("shard {s}, "));
+    let mut value = format!(
+        "{} / {} / {} ms ({which}{} of {} items deleted)",
+        g.p50_ms, g.p99_ms, g.max_ms, g.deleted, g.items
+    );
+    if let Some(b) = &g.bound {
+        let ratio = |r: Option<f64>| r.map_or("n/a".to_owned(), |r| format!("{r:.2}"));
+        let _ = write!(
+            value,
+            "; bound {:.0} / {:.0} / {:.0} ms; ours / bound: p99 {} ×, max {} ×",
+            b.p50_ms,
+            b.p99_ms,
+            b.max_ms,
+            ratio(b.ratio_p99),
+            ratio(b.ratio_max)
+        );
+    }
+    (name, value)
+}
+
+fn behind_row(b: &crate::Behind) -> String {
+    let mut value = format!(
+        "{:.1} s in {} period{}: {} deletions",
+        b.seconds,
+        b.periods,
+        if b.periods == 1 { "" } else { "s" },
+        b.deletions
+    );
+    match b.deletions_per_second {
+        Some(rate) => {
+            let _ = write!(value, " = {rate:.0}/s");
+        }
+        None => value.push_str(" (too short for a rate)"),
+    }
+    if let (Some(ratio), Some(raw)) = (b.ratio_to_raw, b.raw_batch_per_s) {
+        let _ = write!(
+            value,
+            " = {ratio:.2} × this run's raw PartiQL batch rate ({raw:.0}/s)"
+        );
+    }
+    value
 }
 
 /// `x` with one decimal, or `n/a`.

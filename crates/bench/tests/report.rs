@@ -55,6 +55,8 @@ fn inputs(planted: Vec<Planted>, removals: Vec<Removal>) -> Inputs {
         run_ended_ms: START + 60_000,
         observer_error_ms: Some(12.5),
         capacity: None,
+        hot_shard: None,
+        raw_batch_per_s: None,
     }
 }
 
@@ -398,6 +400,33 @@ proptest! {
             prop_assert_eq!(l.early, early as u64);
         }
     }
+
+    #[test]
+    fn behind_exactly_when_an_item_waited_over_a_second_and_its_parts_add_up(
+        lags in proptest::collection::vec(0i64..3_000, 1..200),
+        hot_every in 2usize..5,
+    ) {
+        let mut planted = Vec::new();
+        let mut removals = Vec::new();
+        for (i, lag) in lags.iter().enumerate() {
+            let key = format!("k{i}");
+            let ttl = START + (i as i64) * 37;
+            let shard = if i % hot_every == 0 { 0 } else { 1 + (i % 3) as u16 };
+            planted.push(Planted { shard: Some(shard), ..expire(&key, ttl) });
+            removals.push(removal(&key, ttl + lag));
+        }
+        let r = analyze(&Inputs { hot_shard: Some(0), ..inputs(planted, removals) });
+        let late = lags.iter().any(|l| *l > precise_ttl_bench::BEHIND_AFTER_MS);
+        prop_assert_eq!(r.behind.is_some(), late);
+        if let Some(b) = &r.behind {
+            prop_assert!(b.deletions <= r.counts.deleted);
+            prop_assert!(b.periods >= 1);
+            prop_assert!(b.seconds * 1000.0 <= (b.to_ms - b.from_ms) as f64 + 1e-6);
+        }
+        let (hot, others) = (r.hot_shard.unwrap(), r.other_shards.unwrap());
+        prop_assert_eq!(hot.items + others.items, lags.len() as u64);
+        prop_assert_eq!(hot.max_ms.max(others.max_ms), r.lag.unwrap().max_ms);
+    }
 }
 
 #[test]
@@ -416,4 +445,83 @@ fn percentiles_stay_right_for_lags_of_seconds() {
     assert!(near(lag.p99_ms, 99_000), "{lag:?}");
     assert_eq!(lag.max_ms, 100_000);
     assert!((lag.mean_ms - 50_500.0).abs() < 1.0, "{lag:?}");
+}
+
+/// 4 shards; shard 0 gets half the items and they wait 2 s, the others 50 ms.
+fn skewed(hot_shard: Option<u16>) -> Inputs {
+    let mut planted = Vec::new();
+    let mut removals = Vec::new();
+    for i in 0..400i64 {
+        let key = format!("s{i:03}");
+        let ttl = START + 5_000 + i * 10;
+        let shard = if i % 2 == 0 { 0 } else { 1 + (i % 3) as u16 };
+        planted.push(Planted {
+            shard: Some(shard),
+            ..expire(&key, ttl)
+        });
+        removals.push(removal(&key, ttl + if shard == 0 { 2_000 } else { 50 }));
+    }
+    Inputs {
+        hot_shard,
+        raw_batch_per_s: Some(40.0),
+        ..inputs(planted, removals)
+    }
+}
+
+#[test]
+fn a_hot_shards_lag_and_the_others_are_reported_apart() {
+    let r = analyze(&skewed(Some(0)));
+    let (hot, others) = (
+        r.hot_shard.clone().unwrap(),
+        r.other_shards.clone().unwrap(),
+    );
+    assert_eq!((hot.shard, hot.items, hot.deleted), (Some(0), 200, 200));
+    assert_eq!((hot.p99_ms, hot.max_ms), (2_000, 2_000));
+    assert_eq!((others.shard, others.items, others.max_ms), (None, 200, 50));
+    assert!(hot.bound.is_none(), "no capacity, no bound");
+    let md = r.to_markdown();
+    assert!(md.contains("| hot shard: lag p50 / p99 / max | 2000 / 2000 / 2000 ms (shard 0, 200 of 200 items deleted) |"), "{md}");
+    assert!(
+        md.contains("| other shards: lag p50 / p99 / max | 50 / 50 / 50 ms"),
+        "{md}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&r.to_json().unwrap()).unwrap();
+    assert_eq!(json["hot_shard"]["p99_ms"], 2_000);
+    assert_eq!(json["other_shards"]["items"], 200);
+    let uniform = analyze(&skewed(None));
+    assert!(uniform.hot_shard.is_none() && uniform.other_shards.is_none());
+    let json: serde_json::Value = serde_json::from_str(&uniform.to_json().unwrap()).unwrap();
+    assert!(
+        json.get("hot_shard").is_none(),
+        "absent from a uniform run's JSON"
+    );
+}
+
+#[test]
+fn the_deletion_rate_while_behind_is_against_the_raw_rate() {
+    // The hot items wait 2 s: behind from the first one's TTL + 1 s to the last one's deletion.
+    let r = analyze(&skewed(Some(0)));
+    let b = r.behind.clone().expect("items waited over 1 s");
+    assert_eq!(b.periods, 1);
+    assert_eq!(
+        (b.from_ms, b.to_ms),
+        (START + 6_000, START + 5_000 + 3_980 + 2_000)
+    );
+    // Every deletion from 6 s to 10.98 s: hot ones from 7 s, the others' all along.
+    assert!(b.deletions > 300, "{b:?}");
+    let rate = b.deletions_per_second.unwrap();
+    assert!((rate - b.deletions as f64 / 4.98).abs() < 0.1, "{b:?}");
+    assert_eq!(b.raw_batch_per_s, Some(40.0));
+    assert_eq!(b.ratio_to_raw, Some((rate / 40.0 * 100.0).round() / 100.0));
+    assert!(
+        r.to_markdown()
+            .contains("× this run's raw PartiQL batch rate (40/s)")
+    );
+    assert!(
+        analyze(&hundred()).behind.is_none(),
+        "lags of 100 ms: never behind"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&analyze(&hundred()).to_json().unwrap()).unwrap();
+    assert!(json.get("behind").is_none());
 }

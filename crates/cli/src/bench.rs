@@ -97,6 +97,7 @@ pub async fn run(global: &Global, args: &BenchArgs) -> anyhow::Result<Outcome> {
     );
     config.items = args.items;
     config.spread = args.spread;
+    config.hot_shard_share = hot_shard_share(args, config.layout.shards.get())?;
     config.backlog = args.backlog;
     config.idle = args.idle;
     config.grace = args.grace;
@@ -162,6 +163,30 @@ pub async fn run(global: &Global, args: &BenchArgs) -> anyhow::Result<Outcome> {
     let result = precise_ttl_bench_driver::run(&dynamo, &endpoint, &config, &bars).await;
     bars.set(None);
     finish(result?, args)
+}
+
+/// `--hot-shard-share`, checked: a fraction strictly between 0 and 1, with a shard besides the
+/// hot one to send the rest to, in the layout whose index partitions are shards.
+fn hot_shard_share(args: &BenchArgs, shards: u16) -> anyhow::Result<Option<f64>> {
+    let Some(share) = args.hot_shard_share else {
+        return Ok(None);
+    };
+    if !(share > 0.0 && share < 1.0) {
+        anyhow::bail!(
+            "--hot-shard-share must be a fraction between 0 and 1 (exclusive), e.g. 0.1875; got {share}"
+        );
+    }
+    if shards < 2 {
+        anyhow::bail!(
+            "--hot-shard-share needs at least 2 shards (one hot, the others for the rest); got --shards {shards}"
+        );
+    }
+    if args.index_layout != IndexLayout::Sharded {
+        anyhow::bail!(
+            "--hot-shard-share needs --index-layout sharded: the blog's index has no shards"
+        );
+    }
+    Ok(Some(share))
 }
 
 /// Writes the report's files and prints it; a run with wrong deletions or items left behind

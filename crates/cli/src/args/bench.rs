@@ -16,6 +16,15 @@ pub struct BenchArgs {
     #[arg(long, default_value = "10s", value_parser = crate::args::duration)]
     pub spread: Duration,
 
+    /// A hot shard: this share of the expiring items (a fraction, 0 < SHARE < 1) is written to
+    /// shard 0, evenly through every second, and the rest spread uniformly over the other
+    /// shards; e.g. 0.1875 of 8,000/s sends 1,500/s to one index partition, more than its
+    /// 1,000 WCU/s. The report then gives the lag of shard 0's items and of the others' apart,
+    /// each with its own physical bound. Needs --shards 2 or more and the sharded index layout;
+    /// the backlog and the must-survive items stay uniform (default: none, every shard alike)
+    #[arg(long, value_name = "SHARE")]
+    pub hot_shard_share: Option<f64>,
+
     /// Items already expired when the sweeper starts (the catch-up scenario)
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=5_000_000))]
     pub backlog: u64,
