@@ -70,8 +70,11 @@ impl Expiring {
 /// A token bucket whose state is known at `at` (ms). Time moves in whole milliseconds, so it
 /// holds one step's refill on top of its burst: a store slower than one delete a millisecond
 /// would otherwise lose the fractions.
+///
+/// Public so the engine's load tests can check it against the simulator's bucket and the
+/// engine's partitioned test store: the bound is only a bound if it meters as they do.
 #[derive(Debug, Clone, Copy)]
-struct Bucket {
+pub struct Bucket {
     rate_per_ms: f64,
     depth: f64,
     tokens: f64,
@@ -80,7 +83,7 @@ struct Bucket {
 
 impl Bucket {
     /// Full (its burst, or one token) at `at`.
-    fn full(per_second: f64, burst_items: f64, at: i64) -> Self {
+    pub fn full(per_second: f64, burst_items: f64, at: i64) -> Self {
         let rate_per_ms = per_second.max(1e-9) / 1000.0;
         let burst = burst_items.max(1.0);
         Bucket {
@@ -91,15 +94,15 @@ impl Bucket {
         }
     }
 
-    fn has_token(&self, t: i64) -> bool {
+    pub fn has_token(&self, t: i64) -> bool {
         self.available(t) >= 1.0
     }
 
-    fn available(&self, t: i64) -> f64 {
+    pub fn available(&self, t: i64) -> f64 {
         (self.tokens + (t - self.at).max(0) as f64 * self.rate_per_ms).min(self.depth)
     }
 
-    fn take(&mut self, t: i64) {
+    pub fn take(&mut self, t: i64) {
         self.tokens = self.available(t) - 1.0;
         self.at = t.max(self.at);
     }

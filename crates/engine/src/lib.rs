@@ -22,6 +22,8 @@ pub mod memory;
 pub mod metrics;
 pub mod observe;
 pub mod partition;
+#[cfg(feature = "test-util")]
+pub mod partitioned;
 pub mod retry;
 pub mod skew;
 pub mod store;

@@ -1328,3 +1328,6 @@ mod restart_and_stall {
         run.await.unwrap().unwrap();
     }
 }
+
+/// Deterministic load tests on paused time against the partitioned store (issue 26).
+mod load;

@@ -1,0 +1,489 @@
+//! An in-memory [`ExpiryStore`] with DynamoDB's partitioned capacity, for deterministic load
+//! tests of the engine on tokio's paused clock.
+//!
+//! Each key hashes (a fixed, seeded FNV-1a, stable across Rust releases, unlike `DefaultHasher`)
+//! to one of N table partitions; each item's shard is its index partition. Deletes draw one write
+//! unit from a token bucket per table partition, the table, the index partition and the index
+//! (each full at the start, refilled at its rate, holding `rate * burst_seconds`: the
+//! simulator's semantics, see `precise_ttl_sim::capacity::Bucket`). A delete is admitted only
+//! when every bucket it touches holds a token; a refused one writes nothing and fails with
+//! [`StoreError::throttled`] of the refusing scope. [`ExpiryStore::delete_many_if_due`] is a
+//! batch of up to 25 with one outcome per item, as DynamoDB's `BatchExecuteStatement` answers.
+//! Every request takes a fixed latency (`tokio::time::sleep`), and buckets read
+//! `tokio::time::Instant`, so under `tokio::time::pause()` a run is the same on every machine.
+//!
+//! It reimplements the reference store's rules ([`crate::memory`]: the index holds only items
+//! with a shard and a Number TTL; a delete succeeds only if the stored TTL is inside the window)
+//! with an ordered index per shard, since the load tests hold ~100,000 items and a full scan per
+//! query would dominate the run.
+//!
+//! Not modelled, on purpose: the application's own writes (`put`) take no capacity, and index
+//! reads take none either (the daemon reads little next to what it deletes).
+
+use crate::memory::{MemItem, MemTtl};
+use crate::store::{DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError};
+use precise_ttl_core::{DueWindow, Expiry, Shard, ThrottleScope};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Bound::{Excluded, Included, Unbounded};
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// A token bucket: full at the start, refilled at `rate` per second, holding `rate *
+/// burst_seconds` at most (DynamoDB's burst credit; the simulator's `Bucket` and the bench
+/// bound's are tested against this one in the engine's load tests, so the three cannot drift).
+#[derive(Debug, Clone)]
+pub struct Bucket {
+    rate: f64,
+    capacity: f64,
+    tokens: f64,
+    last: Instant,
+}
+
+impl Bucket {
+    /// A full bucket; an infinite `rate` admits everything.
+    pub fn new(rate: f64, burst_seconds: f64, now: Instant) -> Bucket {
+        // As the simulator: at least a millisecond's worth, so a zero burst still admits.
+        let capacity = rate * burst_seconds.max(0.001);
+        Bucket {
+            rate,
+            capacity,
+            tokens: capacity,
+            last: now,
+        }
+    }
+
+    /// The tokens held at `now` (time never runs backwards for a bucket).
+    pub fn tokens(&mut self, now: Instant) -> f64 {
+        if self.rate.is_finite() {
+            let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
+            self.tokens = (self.tokens + elapsed * self.rate).min(self.capacity);
+            self.last = now.max(self.last);
+        }
+        self.tokens
+    }
+
+    /// Whether one token is there at `now`. The 1e-9 absorbs the float error of many small
+    /// refills, as the simulator's does.
+    pub fn has_token(&mut self, now: Instant) -> bool {
+        self.rate.is_infinite() || self.tokens(now) + 1e-9 >= 1.0
+    }
+
+    /// Takes one token (call [`Bucket::has_token`] first).
+    pub fn take(&mut self) {
+        if self.rate.is_finite() {
+            self.tokens -= 1.0;
+        }
+    }
+}
+
+/// Capacities and behaviour of a [`PartitionedStore`]. Rates are write units (deletes of items
+/// up to 1 KB) per second; `f64::INFINITY` for no limit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionedConfig {
+    /// Table partitions keys hash to (at least 1).
+    pub table_partitions: u32,
+    /// Write units per second of one table partition (DynamoDB: 1,000).
+    pub table_partition_wcu: f64,
+    /// Write units per second of the whole table.
+    pub table_wcu: f64,
+    /// Write units per second of one index partition, i.e. one shard (DynamoDB: 1,000).
+    pub index_partition_wcu: f64,
+    /// Write units per second of the whole index.
+    pub index_wcu: f64,
+    /// Seconds of unused capacity a bucket keeps (0.1, as `bench --simulated`).
+    pub burst_seconds: f64,
+    /// Time every request (query or delete batch) takes, end to end.
+    pub latency: Duration,
+    /// Keys per `delete_many_if_due` (BatchExecuteStatement: 25).
+    pub max_batch: usize,
+    /// Seed of the key hash: which table partition each key lands on.
+    pub hash_seed: u64,
+}
+
+impl Default for PartitionedConfig {
+    fn default() -> Self {
+        PartitionedConfig {
+            table_partitions: 10,
+            table_partition_wcu: 1000.0,
+            table_wcu: 10_000.0,
+            index_partition_wcu: 1000.0,
+            index_wcu: f64::INFINITY,
+            burst_seconds: 0.1,
+            latency: Duration::from_millis(5),
+            max_batch: 25,
+            hash_seed: 0,
+        }
+    }
+}
+
+/// What the store admitted and refused so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PartitionedCounts {
+    /// Deletes refused, by the scope reported.
+    pub refused: BTreeMap<ThrottleScope, u64>,
+    /// Admitted deletes (writes) per table partition, indexed by partition.
+    pub table_partition_writes: Vec<u64>,
+    /// Admitted deletes that removed an index entry, per index partition (shard).
+    pub index_partition_writes: BTreeMap<u16, u64>,
+    /// Query requests served.
+    pub queries: u64,
+    /// Delete requests (single or batch) served.
+    pub delete_requests: u64,
+}
+
+impl PartitionedCounts {
+    pub fn refused(&self, scope: ThrottleScope) -> u64 {
+        self.refused.get(&scope).copied().unwrap_or(0)
+    }
+}
+
+#[derive(Debug)]
+struct State {
+    items: HashMap<String, MemItem>,
+    /// (expiry, key) per shard, for items the index holds.
+    index: HashMap<u16, BTreeSet<(Expiry, String)>>,
+    table_partitions: Vec<Bucket>,
+    table: Bucket,
+    index_partitions: HashMap<u16, Bucket>,
+    index_total: Bucket,
+    counts: PartitionedCounts,
+}
+
+/// The in-memory store with partitioned capacity; see the module's documentation.
+#[derive(Debug)]
+pub struct PartitionedStore {
+    config: PartitionedConfig,
+    start: Instant,
+    state: Mutex<State>,
+}
+
+impl PartitionedStore {
+    /// An empty store, its buckets full now (`tokio::time::Instant::now()`).
+    pub fn new(config: PartitionedConfig) -> Self {
+        let now = Instant::now();
+        let n = config.table_partitions.max(1) as usize;
+        let state = State {
+            items: HashMap::new(),
+            index: HashMap::new(),
+            table_partitions: (0..n)
+                .map(|_| Bucket::new(config.table_partition_wcu, config.burst_seconds, now))
+                .collect(),
+            table: Bucket::new(config.table_wcu, config.burst_seconds, now),
+            index_partitions: HashMap::new(),
+            index_total: Bucket::new(config.index_wcu, config.burst_seconds, now),
+            counts: PartitionedCounts {
+                table_partition_writes: vec![0; n],
+                ..PartitionedCounts::default()
+            },
+        };
+        PartitionedStore {
+            config,
+            start: now,
+            state: Mutex::new(state),
+        }
+    }
+
+    pub fn config(&self) -> &PartitionedConfig {
+        &self.config
+    }
+
+    /// The table partition of `key`: seeded FNV-1a of its bytes, modulo the partition count.
+    pub fn table_partition(&self, key: &str) -> u32 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ self.config.hash_seed;
+        for b in key.bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        // FNV's low bits mix poorly for short keys differing in their last byte; fold the high
+        // half in before the modulo.
+        h ^= h >> 32;
+        (h % u64::from(self.config.table_partitions.max(1))) as u32
+    }
+
+    /// Writes (or overwrites) an item, as the application does; takes no capacity.
+    pub fn put(&self, key: impl Into<String>, item: MemItem) {
+        let key = key.into();
+        let mut s = self.lock();
+        s.unindex(&key);
+        if let Some(e) = indexed_expiry(&item) {
+            let shard = item.shard.expect("indexed items have a shard");
+            s.index.entry(shard).or_default().insert((e, key.clone()));
+        }
+        s.items.insert(key, item);
+    }
+
+    pub fn get(&self, key: &str) -> Option<MemItem> {
+        self.lock().items.get(key).cloned()
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A snapshot of the counts.
+    pub fn counts(&self) -> PartitionedCounts {
+        self.lock().counts.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// One conditional delete at `now`, admission first: a refused delete writes nothing.
+    fn delete_one(
+        &self,
+        s: &mut State,
+        key: &str,
+        window: DueWindow,
+        now: Instant,
+    ) -> Result<DeleteOutcome, StoreError> {
+        let tp = self.table_partition(key) as usize;
+        let item = s.items.get(key);
+        let due = item.is_some_and(|i| {
+            matches!(&i.ttl, MemTtl::Number(n)
+                if Expiry::parse_number(n).is_ok_and(|e| window.contains(e.at())))
+        });
+        // A delete that removes an index entry writes the index partition too; a failed
+        // condition (or an item gone) costs the table a unit, as DynamoDB charges it, and the
+        // index nothing.
+        let shard = item
+            .filter(|i| due && indexed_expiry(i).is_some())
+            .and_then(|i| i.shard);
+        let burst = self.config.burst_seconds;
+        let ip_rate = self.config.index_partition_wcu;
+        // The widest refusing scope is reported, as `ThrottleScope::of_reasons` reads several.
+        let refused = if !s.table.has_token(now) {
+            Some(ThrottleScope::Table)
+        } else if shard.is_some() && !s.index_total.has_token(now) {
+            Some(ThrottleScope::Index)
+        } else if !s.table_partitions[tp].has_token(now) {
+            Some(ThrottleScope::TablePartition)
+        } else if shard.is_some_and(|sh| {
+            !s.index_partitions
+                .entry(sh)
+                .or_insert_with(|| Bucket::new(ip_rate, burst, self.start))
+                .has_token(now)
+        }) {
+            Some(ThrottleScope::IndexPartition)
+        } else {
+            None
+        };
+        if let Some(scope) = refused {
+            *s.counts.refused.entry(scope).or_default() += 1;
+            return Err(StoreError::throttled(
+                scope,
+                format!("{} throttled {key}", scope.as_str()),
+            ));
+        }
+        s.table.take();
+        s.table_partitions[tp].take();
+        s.counts.table_partition_writes[tp] += 1;
+        if let Some(sh) = shard {
+            s.index_total.take();
+            s.index_partitions
+                .get_mut(&sh)
+                .expect("checked above")
+                .take();
+            *s.counts.index_partition_writes.entry(sh).or_default() += 1;
+        }
+        if !due {
+            return Ok(DeleteOutcome::NotDue);
+        }
+        s.unindex(key);
+        s.items.remove(key);
+        Ok(DeleteOutcome::Deleted)
+    }
+}
+
+impl State {
+    fn unindex(&mut self, key: &str) {
+        if let Some(old) = self.items.get(key)
+            && let Some(e) = indexed_expiry(old)
+            && let Some(set) = old.shard.and_then(|sh| self.index.get_mut(&sh))
+        {
+            set.remove(&(e, key.to_string()));
+        }
+    }
+}
+
+fn indexed_expiry(item: &MemItem) -> Option<Expiry> {
+    match (&item.ttl, item.shard) {
+        (MemTtl::Number(n), Some(_)) => Expiry::parse_number(n).ok(),
+        _ => None,
+    }
+}
+
+impl ExpiryStore for PartitionedStore {
+    type Key = String;
+    /// The last (expiry, key) returned.
+    type Cursor = (Expiry, String);
+    type Partition = Shard;
+
+    async fn due_page(
+        &self,
+        shard: &Shard,
+        window: DueWindow,
+        cursor: Option<Self::Cursor>,
+        limit: u32,
+    ) -> Result<DuePage<String, Self::Cursor>, StoreError> {
+        tokio::time::sleep(self.config.latency).await;
+        let mut s = self.lock();
+        s.counts.queries += 1;
+        let Some(set) = s.index.get(&shard.0) else {
+            return Ok(DuePage {
+                items: Vec::new(),
+                next: None,
+            });
+        };
+        let lower = match &cursor {
+            Some(c) => Excluded(c.clone()),
+            None => Included((Expiry::at_instant(window.oldest), String::new())),
+        };
+        let mut due: Vec<&(Expiry, String)> = set
+            .range((lower, Unbounded))
+            .take_while(|(e, _)| e.at() <= window.until)
+            .filter(|(e, _)| window.contains(e.at()))
+            .take(limit as usize + 1)
+            .collect();
+        let more = due.len() > limit as usize;
+        due.truncate(limit as usize);
+        let next = if more {
+            due.last().map(|e| (*e).clone())
+        } else {
+            None
+        };
+        Ok(DuePage {
+            items: due
+                .into_iter()
+                .map(|(expiry, key)| DueItem {
+                    key: key.clone(),
+                    expiry: *expiry,
+                })
+                .collect(),
+            next,
+        })
+    }
+
+    async fn delete_if_due(
+        &self,
+        key: &String,
+        window: DueWindow,
+    ) -> Result<DeleteOutcome, StoreError> {
+        tokio::time::sleep(self.config.latency).await;
+        let now = Instant::now();
+        let mut s = self.lock();
+        s.counts.delete_requests += 1;
+        self.delete_one(&mut s, key, window, now)
+    }
+
+    /// One request for all `keys`: admitted or refused item by item, in order, at the instant
+    /// the request completes.
+    async fn delete_many_if_due(
+        &self,
+        keys: &[String],
+        window: DueWindow,
+    ) -> Vec<Result<DeleteOutcome, StoreError>> {
+        tokio::time::sleep(self.config.latency).await;
+        let now = Instant::now();
+        let mut s = self.lock();
+        s.counts.delete_requests += 1;
+        keys.iter()
+            .map(|k| self.delete_one(&mut s, k, window, now))
+            .collect()
+    }
+
+    fn max_batch(&self) -> usize {
+        self.config.max_batch
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use precise_ttl_core::Timestamp;
+
+    fn num(ttl_ms: i64, shard: u16) -> MemItem {
+        MemItem {
+            ttl: MemTtl::Number(Timestamp::from_millis(ttl_ms).to_epoch_seconds_text()),
+            shard: Some(shard),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_partition_refuses_past_its_burst_and_refills_at_its_rate() {
+        let store = PartitionedStore::new(PartitionedConfig {
+            table_partitions: 1,
+            latency: Duration::ZERO,
+            ..PartitionedConfig::default()
+        });
+        for i in 0..300 {
+            store.put(format!("k{i}"), num(1000, (i % 3) as u16));
+        }
+        let window = DueWindow::between(Timestamp::from_millis(0), Timestamp::from_millis(2000));
+        let keys: Vec<String> = (0..300).map(|i| format!("k{i}")).collect();
+        let mut deleted = 0;
+        for chunk in keys.chunks(25) {
+            let out = store.delete_many_if_due(chunk, window).await;
+            deleted += out.iter().filter(|o| o.is_ok()).count();
+            for o in out.iter().filter_map(|o| o.as_ref().err()) {
+                assert_eq!(o.throttle, Some(ThrottleScope::TablePartition));
+            }
+        }
+        assert_eq!(deleted, 100, "one partition's burst: 1,000/s x 0.1 s");
+        assert_eq!(store.len(), 200, "refused deletes write nothing");
+        tokio::time::advance(Duration::from_millis(50)).await;
+        let out = store.delete_many_if_due(&keys[..25], window).await;
+        assert!(
+            out.iter().all(|o| matches!(o, Ok(DeleteOutcome::NotDue))),
+            "gone already: a table unit each, refilled meanwhile"
+        );
+        let c = store.counts();
+        assert_eq!(c.table_partition_writes, vec![125]);
+        assert_eq!(c.refused(ThrottleScope::TablePartition), 200);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_index_partition_refuses_while_the_table_has_room() {
+        let store = PartitionedStore::new(PartitionedConfig {
+            latency: Duration::ZERO,
+            index_partition_wcu: 100.0,
+            ..PartitionedConfig::default()
+        });
+        for i in 0..50 {
+            store.put(format!("k{i}"), num(1000, 7));
+        }
+        store.put("extended", num(9_000_000, 7));
+        let window = DueWindow::between(Timestamp::from_millis(0), Timestamp::from_millis(2000));
+        let keys: Vec<String> = (0..50).map(|i| format!("k{i}")).collect();
+        let out = store.delete_many_if_due(&keys[..25], window).await;
+        let refused: Vec<_> = out.iter().filter_map(|o| o.as_ref().err()).collect();
+        assert_eq!(out.len() - refused.len(), 10, "100/s x 0.1 s");
+        assert!(
+            refused
+                .iter()
+                .all(|e| e.throttle == Some(ThrottleScope::IndexPartition))
+        );
+        // Not due: no index entry goes, so the index partition's limit does not apply.
+        let out = store
+            .delete_many_if_due(&["extended".to_string()], window)
+            .await;
+        assert_eq!(out[0].as_ref().ok(), Some(&DeleteOutcome::NotDue));
+        assert_eq!(store.counts().index_partition_writes[&7], 10);
+    }
+
+    #[test]
+    fn the_hash_is_fixed_and_spreads_keys() {
+        let store = PartitionedStore::new(PartitionedConfig::default());
+        let mut per = [0u32; 10];
+        for i in 0..10_000 {
+            per[store.table_partition(&format!("k{i}")) as usize] += 1;
+        }
+        assert!(per.iter().all(|&n| (900..1100).contains(&n)), "{per:?}");
+        assert_eq!(store.table_partition("k0"), store.table_partition("k0"));
+    }
+}
