@@ -376,8 +376,9 @@ pub struct RunArgs {
     #[arg(long, env = "PRECISE_TTL_STRAY_CHECK_INTERVAL", default_value = "5m", value_parser = duration)]
     pub stray_check_interval: Duration,
 
-    /// In batch mode, how long a due item may wait for others to share its request (0: never)
-    #[arg(long, env = "PRECISE_TTL_BATCH_LINGER", default_value = "5ms", value_parser = duration)]
+    /// In batch mode, how long a due item may wait for others to share its request (0s: never;
+    /// batches still form while items wait for a request slot or the table's rate)
+    #[arg(long, env = "PRECISE_TTL_BATCH_LINGER", default_value = "0s", value_parser = duration)]
     pub batch_linger: Duration,
 }
 

@@ -19,15 +19,18 @@
 //!   oldest first; the bound keeps a request from filling with the keys of one refusing
 //!   partition.
 //! - **Each controller answers its own refusals.** An index partition's refusal limits that
-//!   lane alone ([`lane::LaneLimit`]). A table-wide refusal (or unknown refusals spread over
-//!   several lanes, or a timeout) cuts the requests in flight ([`Aimd`]). A table partition's
-//!   refusal slows nothing: the keys it holds are retried, and the rest of the table has room.
+//!   lane alone ([`lane::LaneLimit`]). Refusals of the table or of its partitions (and refusals
+//!   of unknown scope spread over the lanes, as a batch statement's are) engage the table's send
+//!   rate once they are a large share of what it is sent ([`table::TableRate`]): the items then
+//!   wait here in order of expiry instead of racing at the store. A timeout or a 5xx cuts the
+//!   requests in flight ([`Aimd`]).
 //! - **"Behind" is judged per lane** ([`Admission::oldest_waiting`]).
 //!
 //! Time is an argument (wall time of the engine's clock), and the random order of ties comes from
 //! a seeded generator: the same events give the same decisions.
 
 pub mod lane;
+pub mod table;
 #[cfg(test)]
 mod tests;
 
@@ -38,11 +41,12 @@ use crate::time::Timestamp;
 use lane::LaneLimit;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
+use table::TableRate;
 
 /// How long, at the store's measured delete rate, the backlog in flight may take to clear.
 pub const BACKLOG_QUEUE_TIME: Duration = Duration::from_millis(50);
-/// A burst of throttles from requests already in flight is one signal: the table-wide limit
-/// is cut at most once per this.
+/// A burst of timeouts from requests already in flight is one signal: the requests in flight
+/// are cut at most once per this.
 const TABLE_CUT_COOLDOWN: Duration = Duration::from_millis(200);
 /// The half-life of the refusal shares that attribute refusals of unknown scope.
 const SHARE_HALF_LIFE_MS: f64 = 500.0;
@@ -53,10 +57,6 @@ const SHARE_HALF_LIFE_MS: f64 = 500.0;
 const HOT_LANE_SHARE: f64 = 0.2;
 const HOT_LANE_FACTOR: f64 = 3.0;
 const HOT_LANE_MIN_REFUSALS: f64 = 3.0;
-/// Refusals of unknown scope spread over the table cut the requests in flight only when the
-/// table's recent refused share reaches this: below it, retrying the refused keys costs less
-/// than the capacity a cut would leave unused.
-const TABLE_CUT_SHARE: f64 = 0.25;
 
 /// An item admission schedules: it knows its lane and its expiry.
 pub trait Ticket {
@@ -130,6 +130,8 @@ pub struct Snapshot {
     /// The table-wide limit of requests in flight.
     pub concurrency_limit: usize,
     pub in_flight: usize,
+    /// The table-wide send rate (items/s), when engaged.
+    pub table_rate: Option<f64>,
     /// Lanes under a limit of their own, with it (items/s).
     pub limited_lanes: Vec<(usize, f64)>,
     /// Refusals so far, by scope.
@@ -206,6 +208,7 @@ pub struct Admission<T> {
     /// When the oldest on-time item waiting became ready, for the linger.
     on_time_since: Option<Timestamp>,
     table: Aimd,
+    table_rate: TableRate,
     bucket: Option<TokenBucket>,
     in_flight: usize,
     backlog_in_flight: usize,
@@ -247,6 +250,7 @@ impl<T: Ticket> Admission<T> {
                 settings.max_concurrency,
                 TABLE_CUT_COOLDOWN,
             ),
+            table_rate: TableRate::default(),
             bucket: settings
                 .max_per_second
                 .map(|r| TokenBucket::new(r, (r / 10.0).max(max_batch as f64))),
@@ -354,6 +358,15 @@ impl<T: Ticket> Admission<T> {
             Class::Backlog => self.backlog,
         };
         cap = cap.min(waiting.max(1));
+        cap = self.table_rate.available(now, cap);
+        if cap == 0 {
+            return Decision::Wait {
+                until: [self.table_rate.next_at(now), self.wake_at(lingering)]
+                    .into_iter()
+                    .flatten()
+                    .min(),
+            };
+        }
         if let Some(bucket) = self.bucket.as_mut()
             && let Err(wait) = bucket.take(now, cap as f64)
         {
@@ -367,6 +380,7 @@ impl<T: Ticket> Admission<T> {
                 until: self.wake_at(lingering),
             };
         }
+        self.table_rate.took(items.len());
         match class {
             Class::OnTime => {
                 self.on_time -= items.len();
@@ -395,7 +409,8 @@ impl<T: Ticket> Admission<T> {
         }
         self.table.on_successes(answer.settled_lanes.len());
         let mut refused = 0usize;
-        let mut wide = false;
+        // Refusals of the table or its partitions, not of one lane's index partition.
+        let mut table_refused = 0usize;
         for again in &answer.again {
             let lane = self.lane_of(&again.item);
             let Some(scope) = again.refused else {
@@ -407,15 +422,14 @@ impl<T: Ticket> Admission<T> {
             let entry = per_lane.entry(lane).or_default();
             entry.1 += 1;
             match scope {
-                ThrottleScope::Table | ThrottleScope::Index => wide = true,
                 ThrottleScope::IndexPartition => self.lanes[lane].limit.refused(now),
                 ThrottleScope::Unknown => entry.2 += 1,
-                // The keys of one table partition: retried, nothing slowed.
-                ThrottleScope::TablePartition => {}
+                ThrottleScope::Table | ThrottleScope::Index | ThrottleScope::TablePartition => {
+                    table_refused += 1
+                }
             }
         }
         self.share.add(now, answer.items as f64, refused as f64);
-        let mut unknown_lanes = 0;
         for (&lane, &(answered, refused, unknown)) in &per_lane {
             let state = &mut self.lanes[lane];
             state
@@ -427,7 +441,6 @@ impl<T: Ticket> Admission<T> {
             if unknown == 0 {
                 continue;
             }
-            unknown_lanes += 1;
             // Refusals with no scope given (a batch statement's): one lane's index partition when
             // that lane is refused far more than the others.
             let others_sent = (self.share.sent - state.share.sent).max(0.0);
@@ -443,16 +456,12 @@ impl<T: Ticket> Admission<T> {
                 && ratio >= HOT_LANE_FACTOR * others
             {
                 state.limit.refused(now);
+            } else {
+                // Spread over the lanes: the table's partitions'.
+                table_refused += unknown;
             }
         }
-        // Spread over several lanes, and a large share of what the table was sent: the table's.
-        if unknown_lanes >= 2 && self.share.ratio() >= TABLE_CUT_SHARE {
-            wide = true;
-        }
-        if wide && answer.items > 0 {
-            self.table
-                .on_throttle(now, refused as f64 / answer.items as f64);
-        }
+        self.table_rate.answered(now, answer.items, table_refused);
         if answer.congested {
             self.table.on_throttle(now, 1.0);
         }
@@ -469,6 +478,7 @@ impl<T: Ticket> Admission<T> {
         Snapshot {
             concurrency_limit: self.table.limit(),
             in_flight: self.in_flight,
+            table_rate: self.table_rate.rate(),
             limited_lanes: self
                 .lanes
                 .iter()

@@ -154,24 +154,49 @@ fn an_index_partition_refusal_limits_its_lane_only() {
 }
 
 #[test]
-fn a_table_wide_refusal_cuts_the_requests_in_flight() {
+fn table_wide_refusals_engage_the_table_rate_not_a_lane_limit() {
     let mut a = Admission::new(2, settings(), 1);
+    for ms in 0..30 {
+        let now = 1_000 + ms * 10;
+        a.hold(it(ms as u32, (ms % 2) as usize, now));
+        if let Decision::Send { items, class } = a.next(t(now)) {
+            let again = items
+                .iter()
+                .map(|i| Again {
+                    item: i.clone(),
+                    after: Duration::from_millis(5),
+                    refused: Some(ThrottleScope::Table),
+                })
+                .collect();
+            a.answered(t(now + 2), answer(class, &items, again));
+        }
+    }
+    let snap = a.snapshot();
+    assert!(snap.table_rate.is_some(), "{snap:?}");
+    assert!(snap.limited_lanes.is_empty());
+    assert_eq!(snap.concurrency_limit, 4, "the requests in flight stay");
+}
+
+#[test]
+fn a_timeout_cuts_the_requests_in_flight() {
+    let mut a = Admission::new(1, settings(), 1);
     a.hold(it(0, 0, 1_000));
-    let _ = sent(a.next(t(1_000)));
+    let (_, class) = sent(a.next(t(1_000)));
     a.answered(
         t(1_002),
-        answer(
-            Class::OnTime,
-            &[it(0, 0, 1_000)],
-            vec![Again {
+        Answer {
+            class,
+            items: 1,
+            settled_lanes: vec![],
+            again: vec![Again {
                 item: it(0, 0, 1_000),
                 after: Duration::from_millis(5),
-                refused: Some(ThrottleScope::Table),
+                refused: None,
             }],
-        ),
+            congested: true,
+        },
     );
     assert_eq!(a.snapshot().concurrency_limit, 2);
-    assert!(a.snapshot().limited_lanes.is_empty());
 }
 
 #[test]
@@ -239,40 +264,41 @@ fn refusals_of_unknown_scope_concentrated_on_one_lane_limit_that_lane_only() {
     }
     let snap = a.snapshot();
     assert_eq!(
-        snap.limited_lanes.iter().map(|(l, _)| *l).collect::<Vec<_>>(),
+        snap.limited_lanes
+            .iter()
+            .map(|(l, _)| *l)
+            .collect::<Vec<_>>(),
         vec![2]
     );
-    assert!(snap.concurrency_limit >= 4, "the table is not slowed: {snap:?}");
+    assert!(
+        snap.concurrency_limit >= 4,
+        "the table is not slowed: {snap:?}"
+    );
 }
 
 #[test]
 fn refusals_of_unknown_scope_spread_thinly_over_lanes_slow_nothing() {
     let mut a = Admission::new(4, settings(), 7);
+    let refused = std::cell::RefCell::new(std::collections::HashSet::new());
     for ms in 0..50 {
-        // One item in ten refused, whatever its lane: table partitions' keys.
-        round(&mut a, 1_000 + ms * 10, 4, |i| i.id % 10 == 3);
+        // One item in twenty refused once, whatever its lane: table partitions' keys.
+        round(&mut a, 1_000 + ms * 10, 4, |i| {
+            i.id.wrapping_mul(2_654_435_761) % 20 == 3 && refused.borrow_mut().insert(i.id)
+        });
     }
     let snap = a.snapshot();
     assert!(snap.limited_lanes.is_empty(), "{snap:?}");
+    assert_eq!(snap.table_rate, None, "{snap:?}");
     assert!(snap.concurrency_limit >= 4, "{snap:?}");
 }
 
 #[test]
-fn refusals_of_unknown_scope_over_most_of_the_table_cut_the_requests_in_flight() {
-    let limit = |refuse: fn(&It) -> bool| {
-        let mut s = settings();
-        s.max_concurrency = 64;
-        let mut a = Admission::new(4, s, 7);
-        for ms in 0..50 {
-            round(&mut a, 1_000 + ms * 50, 4, refuse);
-        }
-        a.snapshot()
-    };
-    let clean = limit(|_| false);
-    let refused = limit(|i| i.id % 2 == 0);
-    assert!(
-        refused.concurrency_limit * 2 <= clean.concurrency_limit,
-        "{refused:?} against {clean:?}"
-    );
-    assert!(refused.limited_lanes.is_empty(), "{refused:?}");
+fn refusals_of_unknown_scope_over_most_of_the_table_engage_the_table_rate() {
+    let mut a = Admission::new(4, settings(), 7);
+    for ms in 0..50 {
+        round(&mut a, 1_000 + ms * 50, 4, |i| i.id % 2 == 0);
+    }
+    let snap = a.snapshot();
+    assert!(snap.table_rate.is_some(), "{snap:?}");
+    assert!(snap.limited_lanes.is_empty(), "{snap:?}");
 }

@@ -23,8 +23,10 @@ pub struct DaemonConfig {
     /// Items per delete request when several are ready (capped by the store's batch size).
     pub max_batch: usize,
     /// With batching, how long the first due item may wait for others to share its request.
-    /// A few milliseconds turn a steady stream of expiries into batches, which costs the store
-    /// fewer requests; zero sends each item the moment it is due.
+    /// Zero (the default) sends each item the moment it is due: batches still form whenever
+    /// items wait for a request slot or for the table's rate, and a linger adds its whole length
+    /// to every item's lag when the store has room (see docs/benchmarks.md). A few milliseconds
+    /// cost a serial store (DynamoDB Local) fewer requests for a steady trickle.
     pub batch_linger: Duration,
     /// Read-ahead items held in memory at most.
     pub max_scheduled: usize,
@@ -68,7 +70,7 @@ impl Default for DaemonConfig {
             max_concurrency: 128,
             max_deletes_per_second: None,
             max_batch: 25,
-            batch_linger: Duration::from_millis(5),
+            batch_linger: Duration::ZERO,
             max_scheduled: 100_000,
             backlog_buffer: 2_000,
             max_backlog_in_flight: 50,

@@ -302,8 +302,13 @@ async fn delete_batch<S: ExpiryStore, C: Clock>(
                     metrics::counter!(m::THROTTLED_BY_SCOPE, "scope" => scope.as_str())
                         .increment(1);
                 }
+                let after = if refused {
+                    precise_ttl_core::backoff::refused_delay(shared.random_unit())
+                } else {
+                    backoff.delay(steps, shared.random_unit())
+                };
                 again.push(Again {
-                    after: backoff.delay(steps, shared.random_unit()),
+                    after,
                     refused: refused
                         .then(|| scope.unwrap_or(precise_ttl_core::ThrottleScope::Unknown)),
                     item: work,
