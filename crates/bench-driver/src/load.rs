@@ -3,6 +3,7 @@
 
 use crate::error::BenchError;
 use crate::items::{Item, ItemWriter, epoch_seconds};
+use crate::plan::Extension;
 use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::types::{
@@ -10,7 +11,6 @@ use aws_sdk_dynamodb::types::{
     KeySchemaElement, KeyType, Projection, ProjectionType, PutRequest, ScalarAttributeType,
     WriteRequest,
 };
-use precise_ttl_core::Timestamp;
 use precise_ttl_dynamodb::Dynamo;
 use precise_ttl_engine::{Clock, SystemClock};
 use std::collections::HashSet;
@@ -170,18 +170,47 @@ async fn write_chunk(dynamo: &Dynamo, table: &str, chunk: Vec<Item>) -> Result<u
     Ok(n)
 }
 
+/// One write the bench sent during the run: the extension of `key`'s TTL, as the store took it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentWrite {
+    /// When the attempt the store took was sent, epoch ms (throttled attempts took nothing).
+    pub at_ms: i64,
+    pub key: String,
+    pub shard: Option<u16>,
+    /// Whether it changed the item (false: its condition failed, the item was gone).
+    pub changed: bool,
+}
+
+impl SentWrite {
+    /// The write as capacity the physical bound counts: one table write unit (the bench's items
+    /// are far below 1 KB), and, when it changed the item, two on its shard's index partition:
+    /// a new TTL is a new sort key, so the index deletes the old entry and puts the new one (as
+    /// DynamoDB and the simulator charge it). A write whose condition failed costs the table's
+    /// unit and leaves the index alone. `table_partition`: where the store keeps the item, when
+    /// known.
+    pub fn app_write(&self, table_partition: Option<u32>) -> precise_ttl_bench::AppWrite {
+        let index = self.shard.filter(|_| self.changed).map(u32::from);
+        precise_ttl_bench::AppWrite {
+            at_ms: self.at_ms,
+            partitions: [table_partition, index],
+            units: [1, if index.is_some() { 2 } else { 0 }],
+        }
+    }
+}
+
 /// At each planned instant, pushes that key's TTL an hour later (a writer renewing an item).
+/// Returns each write as the store took it, for the physical bound.
 pub async fn extend_ttls(
     dynamo: Dynamo,
     table: String,
     items: ItemWriter,
-    plan: Vec<(Timestamp, String)>,
-) -> Result<(), BenchError> {
+    plan: Vec<Extension>,
+) -> Result<Vec<SentWrite>, BenchError> {
     // One task per extension, each at its own time: one after the other, a slow store (a loaded
     // CI machine) made the later ones late, after their items' original TTL, and the sweeper then
     // rightly deleted items the report counted as wrongly deleted.
     let mut tasks = tokio::task::JoinSet::new();
-    for (at, key) in plan {
+    for Extension { at, key, shard } in plan {
         let (dynamo, table, items) = (dynamo.clone(), table.clone(), items.clone());
         tasks.spawn(async move {
             let wait = at.millis_since(SystemClock.now());
@@ -194,6 +223,13 @@ pub async fn extend_ttls(
             // only if the item still exists: an unconditional retry could re-create an item the
             // sweeper has rightly deleted meanwhile.
             loop {
+                let sent_at = SystemClock.now().as_millis();
+                let write = |changed| SentWrite {
+                    at_ms: sent_at,
+                    key: key.clone(),
+                    shard,
+                    changed,
+                };
                 let sent = dynamo
                     .write
                     .update_item()
@@ -207,12 +243,12 @@ pub async fn extend_ttls(
                     .send()
                     .await;
                 match sent {
-                    Ok(_) => return Ok(()),
+                    Ok(_) => return Ok(write(true)),
                     Err(e)
                         if e.as_service_error()
                             .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
                     {
-                        return Ok(());
+                        return Ok(write(false));
                     }
                     Err(e)
                         if e.as_service_error().is_some_and(|s| {
@@ -229,10 +265,12 @@ pub async fn extend_ttls(
             }
         });
     }
+    let mut sent = Vec::new();
     while let Some(done) = tasks.join_next().await {
-        done??;
+        sent.push(done??);
     }
-    Ok(())
+    sent.sort_by_key(|w: &SentWrite| w.at_ms);
+    Ok(sent)
 }
 
 /// Every key still in the table (consistent reads).
@@ -264,5 +302,31 @@ pub async fn scan_keys(
         if start.is_none() {
             return Ok(keys);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_extension_takes_a_table_unit_and_two_on_its_index_partition_if_it_changed_the_item() {
+        let sent = SentWrite {
+            at_ms: 5,
+            key: "k".into(),
+            shard: Some(3),
+            changed: true,
+        };
+        let w = sent.app_write(Some(9));
+        assert_eq!(
+            (w.at_ms, w.partitions, w.units),
+            (5, [Some(9), Some(3)], [1, 2])
+        );
+        let failed = SentWrite {
+            changed: false,
+            ..sent
+        };
+        assert_eq!(failed.app_write(None).units, [1, 0]);
+        assert_eq!(failed.app_write(None).partitions, [None, None]);
     }
 }

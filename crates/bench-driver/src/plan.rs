@@ -16,8 +16,18 @@ pub const ADVERSARIAL_EACH: usize = 5;
 pub struct Plan {
     pub writes: Vec<Item>,
     pub planted: Vec<Planted>,
-    /// (when, key): the key's TTL is pushed an hour later at that instant.
-    pub extensions: Vec<(Timestamp, String)>,
+    /// The TTLs a writer pushes an hour later during the run, and when.
+    pub extensions: Vec<Extension>,
+}
+
+/// One planned TTL extension: `key`'s TTL is pushed an hour later at `at`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Extension {
+    pub at: Timestamp,
+    pub key: String,
+    /// The item's shard: the index partition the extension rewrites (the physical bound counts
+    /// the write there).
+    pub shard: Option<u16>,
 }
 
 fn survive(key: &str, why: &str) -> Planted {
@@ -159,11 +169,16 @@ pub fn main_load(
         let key = format!("extended-{i:05}");
         let offset = 2000.0 + (spread_ms - 2000.0).max(0.0) * i as f64 / extended as f64;
         let ttl = Timestamp::from_millis(first.as_millis() + offset as i64);
+        let s = shard(None);
         plan.writes
-            .push(items.item(&key, Some(epoch_seconds(ttl)), shard(None)));
+            .push(items.item(&key, Some(epoch_seconds(ttl)), s));
         // Extended one to two seconds before the original expiry.
         let at = ttl.saturating_sub(Duration::from_millis(1000 + rng.u64(0..1000)));
-        plan.extensions.push((at, key.clone()));
+        plan.extensions.push(Extension {
+            at,
+            key: key.clone(),
+            shard: s,
+        });
         plan.planted
             .push(survive(&key, "TTL extended 1–2 s before expiry"));
     }
@@ -245,6 +260,19 @@ mod tests {
             .count();
         assert_eq!(expiring, 300);
         assert_eq!(plan.extensions.len(), 10);
+        for e in &plan.extensions {
+            let written = plan
+                .writes
+                .iter()
+                .find(|w| w["id"] == AttributeValue::S(e.key.clone()))
+                .unwrap();
+            let shard = e.shard.map(|s| AttributeValue::N(s.to_string()));
+            assert_eq!(
+                written.get("bucket"),
+                shard.as_ref(),
+                "its shard, for the bound"
+            );
+        }
         for w in &plan.writes {
             assert!(w.contains_key("id"));
             assert!(

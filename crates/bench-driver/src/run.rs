@@ -224,7 +224,7 @@ async fn run_on(
     let run_ended = clock.now();
     let usage = sampler.stop();
     progress.event(Event::SweepFinished);
-    extender.await??;
+    let extended = extender.await??;
     // The last REMOVE records are still on their way to the stream.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let removals = observer.stop().await?;
@@ -251,6 +251,9 @@ async fn run_on(
         hot_shard: config.hot_shard_share.map(|_| 0),
         // The sweeper deletes in batches by default: its rate while behind is held to this.
         raw_batch_per_s: raw.map(|r| r.batch_per_s),
+        // The extensions took the store's capacity as the deletes did; DynamoDB Local has no
+        // partitions the bound knows of, so only its store-wide rate counts them.
+        app_writes: extended.iter().map(|w| w.app_write(None)).collect(),
     };
     let measured = Measured {
         load_seconds,

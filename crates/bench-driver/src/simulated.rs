@@ -169,7 +169,7 @@ async fn run_on(
     let run_ended = clock.now();
     let usage = sampler.stop();
     progress.event(Event::SweepFinished);
-    extender.await??;
+    let extended = extender.await??;
     if let Some(status) = failed {
         return Err(BenchError::DaemonFailed(status));
     }
@@ -183,11 +183,19 @@ async fn run_on(
         })
         .collect();
     let present_at_end = scan_keys(&dynamo, TABLE, &config.key_attribute).await?;
+    let table_partition = |key: &str| {
+        let hash = precise_ttl_sim::table::hash_key(&KeyValue::S(key.into()));
+        Some(precise_ttl_sim::table::partition_among(hash, table_partitions) as u32)
+    };
     for p in &mut planted {
-        let hash = precise_ttl_sim::table::hash_key(&KeyValue::S(p.key.as_str().into()));
-        p.table_partition =
-            Some(precise_ttl_sim::table::partition_among(hash, table_partitions) as u32);
+        p.table_partition = table_partition(&p.key);
     }
+    // The extensions took the same table and index partitions as the deletes: the bound counts
+    // them, each on its item's partitions.
+    let app_writes = extended
+        .iter()
+        .map(|w| w.app_write(table_partition(&w.key)))
+        .collect();
     let inputs = Inputs {
         planted,
         removals,
@@ -201,6 +209,7 @@ async fn run_on(
         // No raw rate is measured on the simulator: its capacity is configured, and the bound
         // is held to it.
         raw_batch_per_s: None,
+        app_writes,
     };
     let measured = Measured {
         load_seconds,

@@ -457,15 +457,25 @@ pub fn analyze(inputs: &Inputs) -> Report {
                 partitions: [p.table_partition, p.shard.map(u32::from)],
             })
             .collect();
-        crate::bound::perfect_lags_by_item(&expiring, capacity)
+        crate::bound::perfect_lags_by_item_with_writes(&expiring, &inputs.app_writes, capacity)
     });
+    let app_writes = inputs.app_writes.len() as u64;
+    let with_writes = |mut b: crate::Bound| {
+        b.app_writes = app_writes;
+        b
+    };
     let bound = inputs
         .capacity
         .as_ref()
         .zip(perfect.as_ref())
         .map(|(capacity, perfect)| {
             let (p99, max) = lag.as_ref().map_or((0, 0), |l| (l.p99_ms, l.max_ms));
-            crate::bound::bound_of_lags(perfect.clone(), capacity, p99, max)
+            with_writes(crate::bound::bound_of_lags(
+                perfect.clone(),
+                capacity,
+                p99,
+                max,
+            ))
         });
     let (hot_shard, other_shards) = match inputs.hot_shard {
         Some(hot) => {
@@ -480,7 +490,10 @@ pub fn analyze(inputs: &Inputs) -> Report {
                     perfect_ms: perfect.as_ref().map(|v| v[i]),
                 })
                 .collect();
-            let (h, o) = crate::shards::split(hot, &items, inputs.capacity.as_ref());
+            let (mut h, mut o) = crate::shards::split(hot, &items, inputs.capacity.as_ref());
+            for g in [&mut h, &mut o] {
+                g.bound = g.bound.take().map(with_writes);
+            }
             (Some(h), Some(o))
         }
         None => (None, None),
@@ -757,5 +770,68 @@ mod ramp_tests {
         assert_eq!((r.first_p99_ms, r.rest_p99_ms), (300, 100));
         assert_eq!(r.ratio_p99, Some(3.0));
         assert!(ramp(&[]).is_none());
+    }
+}
+
+#[cfg(test)]
+mod app_write_tests {
+    use super::*;
+    use crate::{AppWrite, Planted, Removal};
+
+    #[test]
+    fn the_benchs_own_writes_raise_the_bound_and_the_report_says_so() {
+        // 1 000 items due in one second on a 1 000/s store; the bench writes 500 more in it.
+        let planted: Vec<Planted> = (0..1000)
+            .map(|i| Planted {
+                key: format!("k{i}"),
+                expect: Expectation::Expire { ttl_ms: 10_000 + i },
+                shard: None,
+                table_partition: None,
+            })
+            .collect();
+        let removals = planted
+            .iter()
+            .map(|p| Removal {
+                key: p.key.clone(),
+                seen_ms: 12_000,
+            })
+            .collect();
+        let inputs = Inputs {
+            planted,
+            removals,
+            run_started_ms: 0,
+            run_ended_ms: 20_000,
+            capacity: Some(crate::StoreCapacity {
+                per_second: 1000.0,
+                burst_items: 0.0,
+                floor_ms: 0.0,
+                source: "test".into(),
+                partition: None,
+            }),
+            ..Inputs::default()
+        };
+        let without = analyze(&inputs).bound.unwrap();
+        assert_eq!(without.app_writes, 0);
+        let with_writes = Inputs {
+            app_writes: (0..500)
+                .map(|i| AppWrite {
+                    at_ms: 10_000 + 2 * i,
+                    partitions: [None; 2],
+                    units: [1, 2],
+                })
+                .collect(),
+            ..inputs
+        };
+        let report = analyze(&with_writes);
+        let with = report.bound.clone().unwrap();
+        assert_eq!(with.app_writes, 500);
+        assert!(with.max_ms > without.max_ms + 400.0, "{with:?} {without:?}");
+        assert!(
+            report
+                .to_markdown()
+                .contains("including the bench's 500 own writes during the run"),
+            "{}",
+            report.to_markdown()
+        );
     }
 }

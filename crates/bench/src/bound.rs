@@ -5,6 +5,12 @@
 //! start), plus `floor_ms`, the one round trip every delete needs. With integer TTLs every item
 //! of a second is due at once, so the last of them waits about (items per second) / capacity:
 //! no sweeper can do better, and a report states our lag as a ratio to this.
+//!
+//! The application's own writes during the run (the bench's TTL extensions, [`AppWrite`]) take
+//! the same capacity: each takes its write units from the buckets it writes at the instant it
+//! was sent, ahead of the deletes waiting then, so the perfect sweeper meets the store as loaded
+//! as ours did. Conditional deletes that fail (an item whose TTL was just extended) cost a write
+//! unit on DynamoDB too, but a perfect sweeper never sends them: they are not counted.
 
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
@@ -47,6 +53,10 @@ pub struct Bound {
     pub ratio_p99: Option<f64>,
     /// Our max lag / the bound's max.
     pub ratio_max: Option<f64>,
+    /// The application's own writes during the run ([`AppWrite`]) the perfect sweeper shared
+    /// the store with: counted as capacity taken, ahead of its deletes.
+    #[serde(default)]
+    pub app_writes: u64,
 }
 
 /// An item the perfect sweeper deletes: when it expires, and the partitions its delete writes
@@ -65,6 +75,22 @@ impl Expiring {
             partitions: [None; 2],
         }
     }
+}
+
+/// A write of the application's own during the run (the bench extending a TTL): not an item with
+/// a lag, but capacity taken. It takes `units[0]` from the table-wide bucket and its table
+/// partition's, and `units[1]` from its index partition's, at `at_ms`, the instant it was sent
+/// (the attempt the store accepted), ahead of any delete waiting then: the application's writes
+/// are not the sweeper's to reorder. The bucket may go below zero; the deletes then wait for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppWrite {
+    pub at_ms: i64,
+    /// The item's table partition and its index partition, as in [`Expiring`] (`None`: unknown
+    /// or no limit of their own).
+    pub partitions: [Option<u32>; 2],
+    /// Write units taken from the table (table-wide and its table partition) and from its index
+    /// partition (0 when the write leaves the index as it was).
+    pub units: [u32; 2],
 }
 
 /// A token bucket whose state is known at `at` (ms). Time moves in whole milliseconds, so it
@@ -103,7 +129,13 @@ impl Bucket {
     }
 
     pub fn take(&mut self, t: i64) {
-        self.tokens = self.available(t) - 1.0;
+        self.take_units(t, 1.0);
+    }
+
+    /// Takes `units` tokens at `t`, room or not (an application's write the store took): the
+    /// bucket may go below zero.
+    pub fn take_units(&mut self, t: i64, units: f64) {
+        self.tokens = self.available(t) - units;
         self.at = t.max(self.at);
     }
 }
@@ -113,7 +145,16 @@ impl Bucket {
 /// passing over an item whose table or index partition has none (all buckets full at the
 /// start): partitions work in parallel, each at its own limit.
 pub fn perfect_lags_of(items: &[Expiring], capacity: &StoreCapacity) -> Vec<f64> {
-    perfect_lags_indexed(items, capacity)
+    perfect_lags_with_writes(items, &[], capacity)
+}
+
+/// [`perfect_lags_of`] on a store that also takes the application's `writes` (in any order).
+pub fn perfect_lags_with_writes(
+    items: &[Expiring],
+    writes: &[AppWrite],
+    capacity: &StoreCapacity,
+) -> Vec<f64> {
+    perfect_lags_indexed(items, writes, capacity)
         .into_iter()
         .map(|(_, lag)| lag)
         .collect()
@@ -123,8 +164,17 @@ pub fn perfect_lags_of(items: &[Expiring], capacity: &StoreCapacity) -> Vec<f64>
 /// shard's items) is then judged against what the perfect sweeper did for that part while it
 /// deleted the whole workload, store-wide limit shared.
 pub fn perfect_lags_by_item(items: &[Expiring], capacity: &StoreCapacity) -> Vec<f64> {
+    perfect_lags_by_item_with_writes(items, &[], capacity)
+}
+
+/// [`perfect_lags_by_item`] on a store that also takes the application's `writes`.
+pub fn perfect_lags_by_item_with_writes(
+    items: &[Expiring],
+    writes: &[AppWrite],
+    capacity: &StoreCapacity,
+) -> Vec<f64> {
     let mut lags = vec![0.0; items.len()];
-    for (i, lag) in perfect_lags_indexed(items, capacity) {
+    for (i, lag) in perfect_lags_indexed(items, writes, capacity) {
         lags[i] = lag;
     }
     lags
@@ -137,13 +187,27 @@ pub fn perfect_lags_by_item(items: &[Expiring], capacity: &StoreCapacity) -> Vec
 /// looks only at the queues' heads, oldest first. This is exact however long a hot partition's
 /// queue grows; scanning all waiting items in TTL order (up to a fixed number a millisecond, as
 /// before) left items on idle partitions unseen behind a long queue on a full one.
-fn perfect_lags_indexed(all: &[Expiring], capacity: &StoreCapacity) -> Vec<(usize, f64)> {
+///
+/// The application's writes due by each millisecond take their units first, each at its own
+/// instant (the buckets refill lazily, so a write between two instants the loop visits is taken
+/// when it happened). The store is idle and its buckets full at the first item's TTL or the
+/// first write, whichever is earlier.
+fn perfect_lags_indexed(
+    all: &[Expiring],
+    writes: &[AppWrite],
+    capacity: &StoreCapacity,
+) -> Vec<(usize, f64)> {
     let mut order: Vec<usize> = (0..all.len()).collect();
     order.sort_by_key(|&i| all[i].ttl_ms);
     let Some(&first) = order.first() else {
         return Vec::new();
     };
+    let mut writes = writes.to_vec();
+    writes.sort_by_key(|w| w.at_ms);
     let mut t = all[first].ttl_ms;
+    if let Some(w) = writes.first() {
+        t = t.min(w.at_ms);
+    }
     let mut table = Bucket::full(capacity.per_second, capacity.burst_items, t);
     let start = t;
     let partition =
@@ -161,7 +225,22 @@ fn perfect_lags_indexed(all: &[Expiring], capacity: &StoreCapacity) -> Vec<(usiz
     let mut heads: BinaryHeap<Reverse<(usize, usize)>> = BinaryHeap::new();
     let mut live = 0usize;
     let mut next = 0;
+    let mut next_write = 0;
     loop {
+        while let Some(w) = writes.get(next_write).filter(|w| w.at_ms <= t) {
+            table.take_units(w.at_ms, f64::from(w.units[0]));
+            if let Some(limit) = &capacity.partition {
+                for (i, id) in w.partitions.iter().enumerate() {
+                    if let Some(id) = id.filter(|_| w.units[i] > 0) {
+                        partitions[i]
+                            .entry(id)
+                            .or_insert_with(|| partition(limit))
+                            .take_units(w.at_ms, f64::from(w.units[i]));
+                    }
+                }
+            }
+            next_write += 1;
+        }
         while next < order.len() && all[order[next]].ttl_ms <= t {
             let q = *queue_of
                 .entry(queue_key(&all[order[next]]))
@@ -258,6 +337,7 @@ pub fn bound_of_lags(
         max_ms: round(max),
         ratio_p99: ratio(ours_p99, p99),
         ratio_max: ratio(ours_max, max),
+        app_writes: 0,
     }
 }
 
@@ -410,6 +490,82 @@ mod tests {
         };
         assert!(worst(1) <= 1.0, "{}", worst(1));
         assert!((worst(0) - 1000.0).abs() < 5.0, "{}", worst(0));
+    }
+
+    #[test]
+    fn the_applications_writes_on_a_partition_at_its_limit_hold_its_deletes_back() {
+        // Partition 7 takes 1 000/s of deletes at its limit of 1 000/s for 2 s; the application
+        // writes 200 more to it (2 index units each) over the first second. Without them no
+        // delete waits; with them the partition runs 400 units behind, and its deletes wait
+        // about 0.4 s. The same writes on partition 8, where nothing expires, change nothing
+        // (the table has burst credit to spare: its own bucket is not what is tested here).
+        let limited = StoreCapacity {
+            partition: Some(PartitionLimit {
+                per_second: 1000.0,
+                burst_items: 0.0,
+            }),
+            ..capacity(10_000.0, 1000.0)
+        };
+        let items: Vec<Expiring> = (0..2000)
+            .map(|i| Expiring {
+                ttl_ms: i,
+                partitions: [Some(i as u32 % 4), Some(7)],
+            })
+            .collect();
+        let on = |index: u32| -> Vec<AppWrite> {
+            (0..200)
+                .map(|i| AppWrite {
+                    at_ms: i * 5,
+                    partitions: [Some(100 + i as u32 % 4), Some(index)],
+                    units: [1, 2],
+                })
+                .collect()
+        };
+        let max = |lags: Vec<f64>| lags.into_iter().fold(0.0, f64::max);
+        let without = perfect_lags_by_item(&items, &limited);
+        assert!(max(without.clone()) <= 1.0, "{}", max(without.clone()));
+        let with = perfect_lags_by_item_with_writes(&items, &on(7), &limited);
+        assert!(
+            (max(with.clone()) - 400.0).abs() < 5.0,
+            "{}",
+            max(with.clone())
+        );
+        assert!(with.iter().zip(&without).all(|(w, o)| w >= o));
+        let idle = perfect_lags_by_item_with_writes(&items, &on(8), &limited);
+        assert!(
+            idle == without,
+            "a write on an idle partition changes nothing"
+        );
+    }
+
+    #[test]
+    fn the_applications_writes_take_the_table_wide_limit_too() {
+        // No partition limits (DynamoDB Local): 1 000 writes in the first second on a table at
+        // its 1 000/s with its deletes double the table's load, and the last delete waits
+        // about 1 s; a write before the first TTL, the bucket refilled since, costs nothing.
+        let c = capacity(1000.0, 0.0);
+        let items = at(&(0..1000).collect::<Vec<i64>>());
+        let writes: Vec<AppWrite> = (0..1000)
+            .map(|i| AppWrite {
+                at_ms: i,
+                partitions: [None; 2],
+                units: [1, 0],
+            })
+            .collect();
+        let lags = |w: &[AppWrite]| perfect_lags_with_writes(&items, w, &c);
+        let max = |l: Vec<f64>| l.into_iter().fold(0.0, f64::max);
+        assert!(max(lags(&[])) <= 1.0);
+        assert!(
+            (max(lags(&writes)) - 1000.0).abs() < 5.0,
+            "{}",
+            max(lags(&writes))
+        );
+        let early = AppWrite {
+            at_ms: -5000,
+            partitions: [None; 2],
+            units: [1, 0],
+        };
+        assert_eq!(lags(&[early]), lags(&[]));
     }
 
     #[test]

@@ -79,4 +79,8 @@ pub struct Inputs {
     /// yardstick of the deletion rate while behind ([`crate::Behind`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw_batch_per_s: Option<f64>,
+    /// The bench's own writes to the table during the run (TTL extensions of items that must
+    /// survive): the bound counts them as capacity taken ([`crate::AppWrite`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub app_writes: Vec<crate::AppWrite>,
 }

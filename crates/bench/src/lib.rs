@@ -21,8 +21,9 @@ pub use analyze::{
 };
 pub use behind::{BEHIND_AFTER_MS, Behind};
 pub use bound::{
-    Bound, Expiring, PartitionLimit, StoreCapacity, bound, bound_of_lags, perfect_lags_by_item,
-    perfect_lags_of,
+    AppWrite, Bound, Expiring, PartitionLimit, StoreCapacity, bound, bound_of_lags,
+    perfect_lags_by_item, perfect_lags_by_item_with_writes, perfect_lags_of,
+    perfect_lags_with_writes,
 };
 pub use input::{Expectation, Inputs, Planted, Removal};
 pub use plot::{PlotError, write_plot};

@@ -57,6 +57,7 @@ fn inputs(planted: Vec<Planted>, removals: Vec<Removal>) -> Inputs {
         capacity: None,
         hot_shard: None,
         raw_batch_per_s: None,
+        app_writes: Vec::new(),
     }
 }
 
