@@ -34,6 +34,9 @@ pub const CONCURRENCY_LIMIT: &str = "precise_ttl_concurrency_limit";
 /// Throttled deletes by what refused them, label `scope` = `table_partition`, `table`,
 /// `index_partition`, `index` or `unknown` (DynamoDB's `ThrottlingReasons`).
 pub const THROTTLED_BY_SCOPE: &str = "precise_ttl_throttled_deletes_total";
+/// The table's send rate (items/s) while engaged (a large share of deletes refused by the
+/// table or its partitions); 0 when not engaged.
+pub const TABLE_RATE_LIMIT: &str = "precise_ttl_table_rate_limit";
 /// Shards whose own index partition refused deletes, now sending under a limit of their own.
 pub const LANES_LIMITED: &str = "precise_ttl_shards_limited";
 /// A shard's own delete limit (items/s), label `shard`; 0 once lifted. Only shards that were
@@ -144,6 +147,7 @@ pub fn describe() {
         metrics::counter!(THROTTLED_BY_SCOPE, "scope" => scope).increment(0);
     }
     metrics::gauge!(LANES_LIMITED).set(0.0);
+    metrics::gauge!(TABLE_RATE_LIMIT).set(0.0);
     for op in ["query", "delete"] {
         metrics::counter!(CAPACITY_UNITS, "op" => op).increment(0);
     }
@@ -222,6 +226,10 @@ pub fn describe() {
     describe_counter!(
         THROTTLED_BY_SCOPE,
         "Throttled deletes by what refused them (DynamoDB's ThrottlingReasons)"
+    );
+    describe_gauge!(
+        TABLE_RATE_LIMIT,
+        "The table's send rate in items/s while refusals engage it (0: not engaged)"
     );
     describe_gauge!(
         LANES_LIMITED,

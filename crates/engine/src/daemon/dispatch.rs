@@ -162,6 +162,7 @@ fn publish<S: ExpiryStore, C: Clock, K>(shared: &Shared<S, C>, admission: &Admis
     let snapshot = admission.snapshot();
     metrics::gauge!(m::CONCURRENCY_LIMIT).set(snapshot.concurrency_limit as f64);
     metrics::gauge!(m::LANES_LIMITED).set(snapshot.limited_lanes.len() as f64);
+    metrics::gauge!(m::TABLE_RATE_LIMIT).set(snapshot.table_rate.unwrap_or(0.0));
     let mut status = lock(&shared.handle.status);
     // A lane that was limited and is no longer shows 0 (no limit of its own), so the series of a
     // lifted limit does not keep its last value; only lanes ever limited have a series.
@@ -174,6 +175,7 @@ fn publish<S: ExpiryStore, C: Clock, K>(shared: &Shared<S, C>, admission: &Admis
         metrics::gauge!(m::LANE_RATE_LIMIT, "shard" => lane.to_string()).set(*rate);
     }
     status.concurrency_limit = snapshot.concurrency_limit;
+    status.table_rate = snapshot.table_rate;
     status.limited_lanes = snapshot.limited_lanes;
     status.refusals = snapshot
         .refusals

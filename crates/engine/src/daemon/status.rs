@@ -29,6 +29,8 @@ pub struct DaemonStatus {
     pub stalled: Vec<String>,
     /// Admission's table-wide limit of delete requests in flight.
     pub concurrency_limit: usize,
+    /// The table's send rate (items/s) while engaged.
+    pub table_rate: Option<f64>,
     /// Lanes sending under a limit of their own (their index partition refused), with it
     /// (items/s).
     pub limited_lanes: Vec<(usize, f64)>,
