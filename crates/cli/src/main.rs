@@ -13,12 +13,14 @@ mod demo;
 mod doctor_cmd;
 mod health_cmd;
 mod hints;
+mod http_get;
 mod run_cmd;
 mod serve;
 mod setup_cmd;
 mod status_cmd;
 mod sweep_cmd;
 mod wiring;
+mod worker_metrics;
 
 use wiring::Outcome;
 

@@ -1,8 +1,10 @@
 //! `precise-ttl status`: the index as seen from outside, per shard, with each shard's lease
-//! owner when `run` works as a fleet.
+//! owner when `run` works as a fleet; with `--metrics-url`, each running worker's admission
+//! controllers as its `/metrics` shows them (`worker_metrics`).
 
 use crate::args::{Global, StatusArgs};
 use crate::wiring::Outcome;
+use crate::worker_metrics::{self, Admission};
 use precise_ttl_core::Timestamp;
 use precise_ttl_dynamodb::status::shard_status;
 use precise_ttl_dynamodb::{AdapterError, DynamoStore, LeaseTable, StoredLease, TableShape};
@@ -10,6 +12,16 @@ use precise_ttl_engine::Clock;
 use std::collections::BTreeMap;
 
 pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> {
+    // The workers are asked while the store is read, so their pages and the index are seen at
+    // about the same moment and a slow worker adds nothing to the store's time.
+    let asked: Vec<_> = args
+        .metrics_url
+        .iter()
+        .map(|url| {
+            let url = url.clone();
+            tokio::spawn(async move { worker_metrics::ask(&url).await })
+        })
+        .collect();
     let layout = global.layout()?;
     let table = global.table()?;
     let dynamo = crate::wiring::connect(global).await?;
@@ -62,8 +74,15 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
     let age = |t: Timestamp| now.millis_since(t) as f64 / 1000.0;
     let offset = clock.offset_ms().map(|ms| ms as f64 / 1000.0);
     let lead = clock.lead().as_secs_f64();
+    let mut workers_asked: Vec<(String, Result<Admission, String>)> = Vec::new();
+    for (url, task) in args.metrics_url.iter().zip(asked) {
+        let answer = task
+            .await
+            .unwrap_or_else(|e| Err(format!("asking it failed: {e}")));
+        workers_asked.push((url.to_string(), answer));
+    }
     if args.json {
-        let json = serde_json::json!({
+        let mut json = serde_json::json!({
             "table": table,
             "clock": {
                 "store_offset_lower_bound_seconds": offset,
@@ -97,8 +116,23 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
                 "shards": n,
             })).collect::<Vec<_>>()),
         });
+        // Only with --metrics-url, so the document is unchanged without it.
+        if !workers_asked.is_empty() {
+            json["admission"] = workers_asked
+                .iter()
+                .map(|(url, answer)| {
+                    let mut worker = match answer {
+                        Ok(a) => a.to_json(),
+                        Err(_) => serde_json::json!({}),
+                    };
+                    worker["url"] = url.clone().into();
+                    worker["error"] = answer.as_ref().err().cloned().into();
+                    worker
+                })
+                .collect();
+        }
         println!("{}", serde_json::to_string_pretty(&json)?);
-        return Ok(Outcome::Success);
+        return none_answered(&workers_asked).map(|()| Outcome::Success);
     }
     println!(
         "table {table:?} ({}), index {:?}, {} shards",
@@ -162,5 +196,32 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
         watermark,
         age(watermark)
     );
-    Ok(Outcome::Success)
+    if !workers_asked.is_empty() {
+        println!("admission control, from each worker's /metrics:");
+    }
+    for (url, answer) in &workers_asked {
+        match answer {
+            Ok(admission) => {
+                println!("  {url}");
+                for line in admission.describe() {
+                    println!("    {line}");
+                }
+            }
+            Err(why) => println!("  {url}: not reachable: {why}"),
+        }
+    }
+    none_answered(&workers_asked).map(|()| Outcome::Success)
+}
+
+/// An error when workers were asked and none answered: then the flag was surely wrong (a port,
+/// a host), which one line on standard error and the exit status should say. One worker down
+/// among several is what `status` is for, and is only reported.
+fn none_answered(asked: &[(String, Result<Admission, String>)]) -> anyhow::Result<()> {
+    if !asked.is_empty() && asked.iter().all(|(_, answer)| answer.is_err()) {
+        anyhow::bail!(
+            "no worker answered on /metrics ({} asked with --metrics-url; each one's reason is above)",
+            asked.len()
+        );
+    }
+    Ok(())
 }

@@ -466,6 +466,31 @@ pub struct StatusArgs {
 
     #[command(flatten)]
     pub leases: LeaseTableArg,
+
+    /// Also show a running worker's admission control, read from its /metrics (one URL per
+    /// worker, e.g. http://10.0.0.5:9464/metrics)
+    ///
+    /// For each worker, after the index: its limit on delete requests in flight, the table's send
+    /// rate (or not engaged), the shards sending under a limit of their own and their rates, and
+    /// its throttled deletes by what refused them (table_partition, table, index_partition, index,
+    /// unknown). Repeat the flag for each worker of a fleet, or separate URLs with commas. A bare
+    /// HOST:PORT, as given to `run --metrics-addr`, means its /metrics (0.0.0.0 asked on
+    /// loopback). Each is asked once, with a 2s timeout; a worker that does not answer is reported
+    /// in one line, and the command fails only when none answers. Example: precise-ttl status
+    /// --table my-table --metrics-url http://10.0.0.5:9464/metrics --metrics-url 10.0.0.6:9464
+    #[arg(long, env = "PRECISE_TTL_METRICS_URL", value_name = "URL", value_delimiter = ',',
+          value_parser = metrics_url)]
+    pub metrics_url: Vec<HealthUrl>,
+}
+
+/// `status --metrics-url`: an `http://` URL (without a path, `/metrics`), or the `HOST:PORT` a
+/// worker was given as `--metrics-addr`, asked as `health` asks it.
+fn metrics_url(text: &str) -> Result<HealthUrl, String> {
+    let text = text.trim();
+    match text.parse::<std::net::SocketAddr>() {
+        Ok(addr) => Ok(HealthUrl::of_listener(addr, "/metrics")),
+        Err(_) => HealthUrl::parse_with_default_path(text, "/metrics"),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -542,19 +567,26 @@ pub struct HealthArgs {
     pub timeout: Duration,
 }
 
-/// A plain `http://` URL, as `health` asks it: where to connect and what to GET.
+/// A plain `http://` URL, as `health` (and `status --metrics-url`) asks it: where to connect and
+/// what to GET.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HealthUrl {
     /// `host:port` (an IPv6 host in brackets), as connected to and sent in `Host`.
     pub authority: String,
-    /// The path and query, `/healthz` when the URL has none.
+    /// The path and query, `/healthz` (`health`) or `/metrics` (`status`) when the URL has none.
     pub path: String,
 }
 
 impl HealthUrl {
+    /// `health --url`: without a path, `/healthz`.
     pub fn parse(text: &str) -> Result<Self, String> {
+        Self::parse_with_default_path(text, "/healthz")
+    }
+
+    /// `default_path` is asked when the URL has no path, and is the examples' path.
+    pub fn parse_with_default_path(text: &str, default_path: &str) -> Result<Self, String> {
         let rest = text.strip_prefix("http://").ok_or_else(|| {
-            format!("{text:?} is not an http:// URL (e.g. http://127.0.0.1:9464/healthz)")
+            format!("{text:?} is not an http:// URL (e.g. http://127.0.0.1:9464{default_path})")
         })?;
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
@@ -564,7 +596,7 @@ impl HealthUrl {
             || authority.contains(|c: char| c.is_whitespace() || c == '@' || c == '?')
         {
             return Err(format!(
-                "{text:?} names no host (e.g. http://127.0.0.1:9464/healthz)"
+                "{text:?} names no host (e.g. http://127.0.0.1:9464{default_path})"
             ));
         }
         let has_port = match authority.rsplit_once(':') {
@@ -572,7 +604,7 @@ impl HealthUrl {
             Some((host, port)) if !port.contains(']') => {
                 if host.contains(':') && !host.ends_with(']') {
                     return Err(format!(
-                        "{text:?}: put an IPv6 host in brackets (http://[::1]:9464/healthz)"
+                        "{text:?}: put an IPv6 host in brackets (http://[::1]:9464{default_path})"
                     ));
                 }
                 port.parse::<u16>()
@@ -586,7 +618,7 @@ impl HealthUrl {
         } else {
             format!("{authority}:80")
         };
-        let path = if path.is_empty() { "/healthz" } else { path };
+        let path = if path.is_empty() { default_path } else { path };
         Ok(HealthUrl {
             authority,
             path: path.to_string(),
@@ -642,5 +674,25 @@ mod health_url_tests {
             let e = HealthUrl::parse(text).unwrap_err();
             assert!(e.contains(says), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn a_metrics_url_is_a_url_or_the_address_run_listens_on() {
+        let url = |text: &str| super::metrics_url(text).map(|u| u.to_string());
+        assert_eq!(
+            url("http://10.0.0.5:9464/metrics").unwrap(),
+            "http://10.0.0.5:9464/metrics"
+        );
+        assert_eq!(
+            url("http://10.0.0.5:9464").unwrap(),
+            "http://10.0.0.5:9464/metrics"
+        );
+        assert_eq!(
+            url("0.0.0.0:9464").unwrap(),
+            "http://127.0.0.1:9464/metrics"
+        );
+        assert_eq!(url("[::1]:9464").unwrap(), "http://[::1]:9464/metrics");
+        let e = url("https://10.0.0.5:9464").unwrap_err();
+        assert!(e.contains("http://127.0.0.1:9464/metrics"), "{e}");
     }
 }

@@ -130,8 +130,13 @@ async fn the_health_check_passes_once_the_daemon_reads() {
 }
 
 /// A server on a free loopback port that answers every connection with `answer` (`None`: reads
-/// the request and never answers).
+/// the request and never answers); its `/healthz` URL.
 fn server(answer: Option<&'static str>) -> String {
+    server_at("/healthz", answer)
+}
+
+/// [`server`], its URL with `path` (`status --metrics-url` asks it for `/metrics`).
+pub(crate) fn server_at(path: &str, answer: Option<&'static str>) -> String {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
@@ -148,7 +153,7 @@ fn server(answer: Option<&'static str>) -> String {
             }
         }
     });
-    format!("http://{addr}/healthz")
+    format!("http://{addr}{path}")
 }
 
 #[test]

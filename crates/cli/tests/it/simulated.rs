@@ -1,6 +1,6 @@
 //! precise-ttl against the simulated DynamoDB (`precise-ttl-sim`): the simulated bench writes a
 //! report with the physical bound, and `status` / `doctor` size the shards from the expiry rate
-//! on a table too busy for its 16 shards.
+//! on a table too busy for its 16 shards; `status --metrics-url` shows workers' admission control.
 
 use precise_ttl_sim::{Item, KeySpec, ScalarType, SimConfig, Simulator, TableSpec, Value};
 
@@ -106,5 +106,99 @@ fn status_and_doctor_recommend_the_shard_count_for_the_expiry_rate() {
     let text = String::from_utf8_lossy(&doctor.get_output().stdout).into_owned();
     let err = String::from_utf8_lossy(&doctor.get_output().stderr).into_owned();
     assert!(text.contains("use >= 3 shards"), "{text}{err}");
+    sim.shutdown();
+}
+
+/// `status --metrics-url` (here through PRECISE_TTL_METRICS_URL, comma-separated): after the
+/// index, each worker's admission controllers from its /metrics (a stand-in page), one line for a
+/// worker that does not answer; the command fails, in one line, only when none answers.
+#[test]
+fn status_shows_each_workers_admission_control_from_its_metrics() {
+    let sim = Simulator::start(SimConfig::default().without_latency()).unwrap();
+    sim.create_table(&TableSpec {
+        name: "watched".into(),
+        partition_key: KeySpec::new("pk", ScalarType::S),
+        sort_key: None,
+        indexes: Vec::new(),
+    })
+    .unwrap();
+    let precise_ttl = || {
+        let mut cmd = assert_cmd::Command::cargo_bin("precise-ttl").unwrap();
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .args(["--endpoint-url", sim.endpoint(), "--table", "watched"])
+            .timeout(std::time::Duration::from_secs(60));
+        cmd
+    };
+    precise_ttl()
+        .args(["setup", "--no-native-ttl"])
+        .assert()
+        .success();
+    let worker = crate::deploy::server_at(
+        "/metrics",
+        Some(concat!(
+            "HTTP/1.0 200 OK\r\ncontent-type: text/plain\r\n\r\n",
+            "# TYPE precise_ttl_concurrency_limit gauge\n",
+            "precise_ttl_concurrency_limit 48\n",
+            "precise_ttl_table_rate_limit 0\n",
+            "precise_ttl_shards_limited 1\n",
+            "precise_ttl_shard_rate_limit{shard=\"3\"} 150\n",
+            "precise_ttl_throttled_deletes_total{scope=\"index_partition\"} 7\n",
+            "precise_ttl_throttled_deletes_total{scope=\"table\"} 0\n",
+        )),
+    );
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/metrics", l.local_addr().unwrap())
+    };
+    let out = precise_ttl()
+        .env("PRECISE_TTL_METRICS_URL", format!("{worker},{closed}"))
+        .arg("status")
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let expected = format!(
+        "admission control, from each worker's /metrics:
+  {worker}
+    requests in flight: at most 48
+    table send rate: not engaged
+    shards under a limit of their own: 1 (3 at 150 items/s)
+    throttled deletes: 7 (index_partition 7)
+  {closed}: not reachable: "
+    );
+    assert!(text.contains(&expected), "{text}");
+    assert!(text.contains("due and not yet deleted: 0"), "{text}");
+    // The same in --json, under "admission", one object per URL in the order given.
+    let out = precise_ttl()
+        .args(["status", "--json", "--metrics-url", &worker])
+        .args(["--metrics-url", &closed])
+        .assert()
+        .success();
+    let json: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let admission = &json["admission"];
+    assert_eq!(admission[0]["url"], worker.as_str(), "{json}");
+    assert_eq!(admission[0]["concurrency_limit"], 48.0, "{json}");
+    assert_eq!(admission[0]["table_rate_engaged"], false, "{json}");
+    assert_eq!(admission[0]["shard_rate_limits"]["3"], 150.0, "{json}");
+    assert_eq!(admission[0]["throttled_deletes"]["index_partition"], 7.0);
+    assert!(admission[0]["error"].is_null(), "{json}");
+    assert!(admission[1]["error"].is_string(), "{json}");
+    // Nobody answers: exit 1, one line on standard error, the index still shown.
+    let out = precise_ttl()
+        .args(["status", "--metrics-url", &closed])
+        .assert()
+        .code(1);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("no worker answered on /metrics"),
+        "{stderr}"
+    );
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(text.contains("due and not yet deleted: 0"), "{text}");
+    // Without the flag, nothing of it.
+    let out = precise_ttl().arg("status").assert().success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(!text.contains("admission"), "{text}");
     sim.shutdown();
 }
