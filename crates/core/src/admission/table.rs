@@ -20,8 +20,12 @@ const TARGET_SHARE: f64 = 0.1;
 const PERIOD: Duration = Duration::from_millis(100);
 /// A period over the target sets the rate this far above what the table accepted.
 const OVER_ACCEPTED: f64 = 1.05;
-/// A period at or under the target raises the rate by this factor.
-const PROBE: f64 = 1.05;
+/// A period at or under the target raises the rate by this share, times the number of such
+/// periods in a row (capped at [`PROBE_MAX_STEPS`]): a rate cut during a burst, when the table
+/// accepted little in its first period, comes back to the table's capacity within about a
+/// second, and one period over the target starts the probe over.
+const PROBE: f64 = 0.05;
+const PROBE_MAX_STEPS: u32 = 10;
 /// The rate is lifted after this long without a period over the target.
 const LIFT_AFTER: Duration = Duration::from_secs(2);
 /// Tokens the rate may spend at once: one request's worth at any rate worth limiting.
@@ -38,6 +42,8 @@ pub struct TableRate {
     sent: u64,
     refused: u64,
     last_over: Option<Timestamp>,
+    /// Periods at or under the target in a row.
+    under: u32,
     /// The most the table accepted in one period over the last [`PEAK_MEMORY`] (items/s, when).
     peak: Option<(f64, Timestamp)>,
 }
@@ -81,11 +87,16 @@ impl TableRate {
                 self.refilled = Some(now);
             }
             self.rate = Some(self.rate.map_or(rate, |r| r.min(rate)));
+            self.under = 0;
         } else if let Some(rate) = self.rate {
             let lift = self
                 .last_over
                 .is_none_or(|t| now.millis_since(t) >= LIFT_AFTER.as_millis() as i64);
-            self.rate = (!lift).then_some(rate * PROBE);
+            self.under = (self.under + 1).min(PROBE_MAX_STEPS);
+            self.rate = (!lift).then_some(rate * (1.0 + PROBE * f64::from(self.under)));
+            if lift {
+                self.under = 0;
+            }
         }
         self.sent = 0;
         self.refused = 0;

@@ -75,6 +75,9 @@ pub(super) async fn run<S: ExpiryStore, C: Clock>(
     let mut timely_open = true;
     let mut backlog_open = true;
     let mut waiting = vec![None; lanes];
+    // Published from the start and then at least every PUBLISH_EVERY, idle or not: a scrape of
+    // a daemon with nothing to delete still sees every gauge.
+    publish(&shared, &admission);
     let mut published = Instant::now();
 
     loop {
@@ -113,13 +116,15 @@ pub(super) async fn run<S: ExpiryStore, C: Clock>(
             }
             Decision::Wait { until } => until,
         };
-        let wake_in = until.map(|t| Duration::from_millis(t.millis_since(now).max(0) as u64));
+        let wake_in = until
+            .map(|t| Duration::from_millis(t.millis_since(now).max(0) as u64))
+            .map_or(PUBLISH_EVERY, |d| d.min(PUBLISH_EVERY));
         // Nothing to send right now: wait for the next event.
         tokio::select! {
             biased;
             _ = stopped(&mut stop) => break,
             Some(done) = in_flight.join_next(), if !in_flight.is_empty() => settle(&shared, done, &mut admission),
-            _ = sleep_opt(wake_in) => {}
+            _ = tokio::time::sleep(wake_in) => {}
             w = timely_rx.recv(), if timely_open && admission.has_room() => match w {
                 Some(w) => admission.hold(w),
                 None => timely_open = false,
@@ -148,13 +153,6 @@ pub(super) async fn run<S: ExpiryStore, C: Clock>(
         }
     }
     publish(&shared, &admission);
-}
-
-async fn sleep_opt(d: Option<Duration>) {
-    match d {
-        Some(d) => tokio::time::sleep(d).await,
-        None => std::future::pending().await,
-    }
 }
 
 /// Admission's controllers, to `/metrics` and the status `status` shows.
