@@ -24,6 +24,23 @@ pub struct MemItem {
     pub shard: Option<u16>,
 }
 
+impl MemItem {
+    /// The expiry the index holds for this item: only items with a shard and a Number TTL are
+    /// in the (sparse) index.
+    pub fn indexed_expiry(&self) -> Option<Expiry> {
+        match (&self.ttl, self.shard) {
+            (MemTtl::Number(n), Some(_)) => Expiry::parse_number(n).ok(),
+            _ => None,
+        }
+    }
+
+    /// The delete's condition: the stored TTL is a Number inside `window`.
+    pub fn is_due(&self, window: DueWindow) -> bool {
+        matches!(&self.ttl, MemTtl::Number(n)
+            if Expiry::parse_number(n).is_ok_and(|e| window.contains(e.at())))
+    }
+}
+
 /// Which call a scripted fault applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Call {
@@ -83,13 +100,6 @@ impl MemoryStore {
         }
         Ok(())
     }
-
-    fn indexed_expiry(item: &MemItem) -> Option<Expiry> {
-        match (&item.ttl, item.shard) {
-            (MemTtl::Number(n), Some(_)) => Expiry::parse_number(n).ok(),
-            _ => None,
-        }
-    }
 }
 
 impl ExpiryStore for MemoryStore {
@@ -110,7 +120,7 @@ impl ExpiryStore for MemoryStore {
         let mut due: Vec<(Expiry, &String)> = items
             .iter()
             .filter(|(_, i)| i.shard == Some(shard.0))
-            .filter_map(|(k, i)| Self::indexed_expiry(i).map(|e| (e, k)))
+            .filter_map(|(k, i)| i.indexed_expiry().map(|e| (e, k)))
             .filter(|(e, _)| window.contains(e.at()))
             .filter(|(e, k)| cursor.as_ref().is_none_or(|(ce, ck)| (e, *k) > (ce, ck)))
             .collect();
@@ -141,10 +151,7 @@ impl ExpiryStore for MemoryStore {
     ) -> Result<DeleteOutcome, StoreError> {
         self.fault(Call::Delete)?;
         let mut items = self.items.lock().unwrap();
-        let due = items.get(key).is_some_and(|i| {
-            matches!(&i.ttl, MemTtl::Number(n)
-                if Expiry::parse_number(n).is_ok_and(|e| window.contains(e.at())))
-        });
+        let due = items.get(key).is_some_and(|i| i.is_due(window));
         if due {
             items.remove(key);
             Ok(DeleteOutcome::Deleted)

@@ -20,7 +20,7 @@
 //! Not modelled, on purpose: the application's own writes (`put`) take no capacity, and index
 //! reads take none either (the daemon reads little next to what it deletes).
 
-use crate::memory::{MemItem, MemTtl};
+use crate::memory::MemItem;
 use crate::store::{DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError};
 use precise_ttl_core::{DueWindow, Expiry, Shard, ThrottleScope};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -206,7 +206,7 @@ impl PartitionedStore {
         let key = key.into();
         let mut s = self.lock();
         s.unindex(&key);
-        if let Some(e) = indexed_expiry(&item) {
+        if let Some(e) = item.indexed_expiry() {
             let shard = item.shard.expect("indexed items have a shard");
             s.index.entry(shard).or_default().insert((e, key.clone()));
         }
@@ -244,15 +244,12 @@ impl PartitionedStore {
     ) -> Result<DeleteOutcome, StoreError> {
         let tp = self.table_partition(key) as usize;
         let item = s.items.get(key);
-        let due = item.is_some_and(|i| {
-            matches!(&i.ttl, MemTtl::Number(n)
-                if Expiry::parse_number(n).is_ok_and(|e| window.contains(e.at())))
-        });
+        let due = item.is_some_and(|i| i.is_due(window));
         // A delete that removes an index entry writes the index partition too; a failed
         // condition (or an item gone) costs the table a unit, as DynamoDB charges it, and the
         // index nothing.
         let shard = item
-            .filter(|i| due && indexed_expiry(i).is_some())
+            .filter(|i| due && i.indexed_expiry().is_some())
             .and_then(|i| i.shard);
         let burst = self.config.burst_seconds;
         let ip_rate = self.config.index_partition_wcu;
@@ -303,18 +300,11 @@ impl PartitionedStore {
 impl State {
     fn unindex(&mut self, key: &str) {
         if let Some(old) = self.items.get(key)
-            && let Some(e) = indexed_expiry(old)
+            && let Some(e) = old.indexed_expiry()
             && let Some(set) = old.shard.and_then(|sh| self.index.get_mut(&sh))
         {
             set.remove(&(e, key.to_string()));
         }
-    }
-}
-
-fn indexed_expiry(item: &MemItem) -> Option<Expiry> {
-    match (&item.ttl, item.shard) {
-        (MemTtl::Number(n), Some(_)) => Expiry::parse_number(n).ok(),
-        _ => None,
     }
 }
 
@@ -405,6 +395,7 @@ impl ExpiryStore for PartitionedStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::MemTtl;
     use precise_ttl_core::Timestamp;
 
     fn num(ttl_ms: i64, shard: u16) -> MemItem {

@@ -192,26 +192,7 @@ async fn setup_and_an_engine_sweep_run_against_the_simulator() {
 
 #[tokio::test]
 async fn the_adapter_reads_the_simulators_throttling_as_throttling() {
-    let config = SimConfig {
-        limits: Limits {
-            partition_wcu: 10.0,
-            ..SimConfig::default().limits
-        },
-        ..SimConfig::default().without_latency()
-    };
-    let sim = Simulator::start(config).unwrap();
-    sim.create_table(&TableSpec {
-        name: TABLE.into(),
-        partition_key: KeySpec::new("pk", ScalarType::S),
-        sort_key: None,
-        indexes: vec![precise_ttl_sim::IndexSpec {
-            name: layout().index_name,
-            partition_key: KeySpec::new("ttl_shard", ScalarType::N),
-            sort_key: Some(KeySpec::new("ttl", ScalarType::N)),
-            all_attributes: false,
-        }],
-    })
-    .unwrap();
+    let sim = slow_partitions(SimConfig::default().table_partitions);
     let now = now_s();
     sim.plant(
         TABLE,
@@ -247,10 +228,9 @@ async fn the_adapter_reads_the_simulators_throttling_as_throttling() {
     assert_eq!(single.class, ErrorClass::Throttled, "{single:?}");
 }
 
-/// The first throttle of single deletes of `items` due items, planted in `shards` shards on a
-/// simulated table of `table_partitions` partitions, each partition (of the table and of the
-/// index) taking 10 writes a second.
-async fn first_throttle(table_partitions: usize, items: i64, shards: i64) -> StoreError {
+/// A simulated table of `table_partitions` partitions with the shard index, each partition (of
+/// the table and of the index) taking 10 writes a second.
+fn slow_partitions(table_partitions: usize) -> Simulator {
     let config = SimConfig {
         table_partitions,
         limits: Limits {
@@ -272,6 +252,14 @@ async fn first_throttle(table_partitions: usize, items: i64, shards: i64) -> Sto
         }],
     })
     .unwrap();
+    sim
+}
+
+/// The first throttle of single deletes of `items` due items, planted in `shards` shards on a
+/// simulated table of `table_partitions` partitions, each partition (of the table and of the
+/// index) taking 10 writes a second.
+async fn first_throttle(table_partitions: usize, items: i64, shards: i64) -> StoreError {
+    let sim = slow_partitions(table_partitions);
     let now = now_s();
     sim.plant(
         TABLE,
