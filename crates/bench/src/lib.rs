@@ -11,6 +11,7 @@ pub mod analyze;
 pub mod behind;
 pub mod bound;
 pub mod input;
+mod lag_stats;
 pub mod markdown;
 pub mod plot;
 pub mod shards;
