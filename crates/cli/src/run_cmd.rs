@@ -94,6 +94,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
             if let Some(sink) = &sink {
                 store = store.with_archive(sink.clone());
             }
+            let config = with_budget(config, args, store.write_capacity());
             let store = Arc::new(store);
             let daemon = Daemon::new(store, dynamo.store_clock.clone(), shards, config)
                 .with_handle(handle.clone());
@@ -137,7 +138,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
             // Stray shard values do not exist in the window layout.
             let config = DaemonConfig {
                 stray_check_interval: None,
-                ..config
+                ..with_budget(config, args, store.write_capacity())
             };
             let daemon = Daemon::new(
                 Arc::new(store),
@@ -203,6 +204,22 @@ fn daemon_config(args: &RunArgs) -> DaemonConfig {
     config.min_concurrency = config.min_concurrency.min(config.max_concurrency);
     config.backoff.max_attempts = args.retries.max_attempts;
     config
+}
+
+/// The backlog's budget for a table of `capacity` (said once, on standard output).
+fn with_budget(
+    config: DaemonConfig,
+    args: &RunArgs,
+    capacity: precise_ttl_core::capacity::WriteCapacity,
+) -> DaemonConfig {
+    let ceiling = args.budget.ceiling(capacity).map(|(ceiling, why)| {
+        println!("precise-ttl run: {why}");
+        ceiling
+    });
+    DaemonConfig {
+        backlog_ceiling: ceiling,
+        ..config
+    }
 }
 
 type Fleet = Option<Arc<Leases<LeaseTable>>>;

@@ -41,6 +41,12 @@ pub struct Admission {
     pub table_rate_limit: Option<f64>,
     /// `precise_ttl_shards_limited`: shards sending under a limit of their own.
     pub shards_limited: Option<f64>,
+    /// `precise_ttl_backlog_rate_limit`: the backlog's budget now, items/s (0: none).
+    pub backlog_rate_limit: Option<f64>,
+    /// `precise_ttl_capacity_units_per_second` by `op`: read units of index queries, write
+    /// units of deletes.
+    pub read_units_per_second: Option<f64>,
+    pub write_units_per_second: Option<f64>,
     /// `precise_ttl_shard_rate_limit` by `shard`: items/s, 0 once lifted; in shard order.
     pub shard_rate_limits: Vec<(String, f64)>,
     /// `precise_ttl_throttled_deletes_total` by `scope`, summed over any other labels.
@@ -85,6 +91,21 @@ impl Admission {
                 }))
             ),
         ];
+        // Workers before the budget do not publish it: no line rather than "not published".
+        if let Some(rate) = self.backlog_rate_limit {
+            lines.push(if rate > 0.0 {
+                format!("backlog budget: {} deletes/s", number(rate.round()))
+            } else {
+                "backlog budget: none (--backlog-budget off)".into()
+            });
+        }
+        if self.read_units_per_second.is_some() || self.write_units_per_second.is_some() {
+            lines.push(format!(
+                "capacity consumed (last ~10 s): {} write units/s (deletes), {} read units/s (index queries)",
+                or_missing(self.write_units_per_second.map(|u| number((u * 10.0).round() / 10.0))),
+                or_missing(self.read_units_per_second.map(|u| number((u * 10.0).round() / 10.0))),
+            ));
+        }
         let limited: Vec<String> = self
             .limited()
             .map(|(shard, rate)| format!("{shard} at {} items/s", number(*rate)))
@@ -140,6 +161,9 @@ impl Admission {
             "table_rate_limit": self.table_rate_limit,
             "table_rate_engaged": self.table_rate_limit.map(|r| r > 0.0),
             "shards_limited": self.shards_limited,
+            "backlog_rate_limit": self.backlog_rate_limit,
+            "write_units_per_second": self.write_units_per_second,
+            "read_units_per_second": self.read_units_per_second,
             "shard_rate_limits": self
                 .limited()
                 .map(|(s, r)| (s.clone(), serde_json::json!(r)))
@@ -202,6 +226,12 @@ pub fn parse(page: &str) -> Admission {
             n if n == m::CONCURRENCY_LIMIT => admission.concurrency_limit = Some(sample.value),
             n if n == m::TABLE_RATE_LIMIT => admission.table_rate_limit = Some(sample.value),
             n if n == m::LANES_LIMITED => admission.shards_limited = Some(sample.value),
+            n if n == m::BACKLOG_RATE_LIMIT => admission.backlog_rate_limit = Some(sample.value),
+            n if n == m::CAPACITY_UNITS_PER_SECOND => match sample.label("op") {
+                Some("query") => admission.read_units_per_second = Some(sample.value),
+                Some("delete") => admission.write_units_per_second = Some(sample.value),
+                _ => {}
+            },
             n if n == m::LANE_RATE_LIMIT => {
                 if let Some(shard) = sample.label("shard") {
                     shards.insert(shard.to_string(), sample.value);
@@ -419,5 +449,38 @@ precise_ttl_lag_seconds_bucket{le="0.1"} 5
         );
         assert_eq!(json["throttled_deletes"]["table"], 0.0);
         assert_eq!(json["throttled_deletes"]["index_partition"], 340.0);
+    }
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::*;
+
+    #[test]
+    fn the_backlog_budget_and_the_capacity_consumed_are_read() {
+        let page = "precise_ttl_concurrency_limit 64\n\
+            precise_ttl_backlog_rate_limit 2500.4\n\
+            precise_ttl_capacity_units_per_second{op=\"query\"} 12.25\n\
+            precise_ttl_capacity_units_per_second{op=\"delete\"} 4000\n\
+            precise_ttl_capacity_centiunits_total{op=\"delete\"} 123456\n";
+        let a = parse(page);
+        assert_eq!(a.backlog_rate_limit, Some(2500.4));
+        assert_eq!(a.read_units_per_second, Some(12.25));
+        assert_eq!(a.write_units_per_second, Some(4000.0));
+        let lines = a.describe();
+        assert!(
+            lines.contains(&"backlog budget: 2500 deletes/s".to_string()),
+            "{lines:?}"
+        );
+        assert!(
+            lines.contains(&"capacity consumed (last ~10 s): 4000 write units/s (deletes), 12.3 read units/s (index queries)".to_string()),
+            "{lines:?}"
+        );
+        assert_eq!(a.to_json()["write_units_per_second"], 4000.0);
+        let off = parse("precise_ttl_backlog_rate_limit 0\n");
+        assert!(
+            off.describe()
+                .contains(&"backlog budget: none (--backlog-budget off)".to_string())
+        );
     }
 }

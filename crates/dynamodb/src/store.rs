@@ -86,6 +86,8 @@ pub struct DynamoStore<P: IndexPartition = Shard> {
     batch_5xx: Arc<AtomicU32>,
     /// Inline capture: each delete returns the old image and its record goes here first.
     archive: Option<crate::capture::Archive>,
+    /// The table's write capacity when it was opened (for the backlog's budget).
+    write_capacity: precise_ttl_core::capacity::WriteCapacity,
     partition: PhantomData<fn() -> P>,
 }
 
@@ -124,6 +126,7 @@ impl<P: IndexPartition> DynamoStore<P> {
         shape.ensure_sweepable_keyed(&layout, P::ATTRIBUTE_TYPE)?;
         let key_names = shape.key_names();
         let statement = partiql_delete(table, &key_names, &layout.ttl_attribute);
+        let write_capacity = shape.write_capacity();
         Ok(DynamoStore {
             dynamo,
             table: table.to_string(),
@@ -134,8 +137,14 @@ impl<P: IndexPartition> DynamoStore<P> {
             fallen_back: Arc::new(AtomicBool::new(false)),
             batch_5xx: Arc::new(AtomicU32::new(0)),
             archive: None,
+            write_capacity,
             partition: PhantomData,
         })
+    }
+
+    /// The table's write capacity as DescribeTable said when the store was opened.
+    pub fn write_capacity(&self) -> precise_ttl_core::capacity::WriteCapacity {
+        self.write_capacity
     }
 
     pub fn with_delete_mode(mut self, mode: DeleteMode) -> Self {
@@ -226,9 +235,7 @@ fn statement_outcome(e: &BatchStatementError) -> Result<DeleteOutcome, StoreErro
 
 fn record_capacity(op: &'static str, units: Option<f64>) {
     if let Some(units) = units {
-        // Counters are integers; count hundredths so half units (eventually consistent reads) add up.
-        metrics::counter!(precise_ttl_engine::metrics::CAPACITY_UNITS, "op" => op)
-            .increment((units * 100.0).round() as u64);
+        precise_ttl_engine::capacity_rate::record(op, units, std::time::Instant::now());
     }
 }
 

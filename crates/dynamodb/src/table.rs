@@ -110,6 +110,8 @@ pub struct TableShape {
     pub provisioned: Option<(i64, i64)>,
     /// DynamoDB's item count: approximate (refreshed about every six hours), for progress only.
     pub item_count: Option<u64>,
+    /// An on-demand table's maximum write request units/s (`OnDemandThroughput`), if set.
+    pub on_demand_max_write: Option<i64>,
 }
 
 impl TableShape {
@@ -226,6 +228,21 @@ impl TableShape {
             indexes,
             provisioned,
             item_count: d.item_count.map(|n| n.max(0) as u64),
+            on_demand_max_write: d
+                .on_demand_throughput()
+                .and_then(|o| o.max_write_request_units())
+                .filter(|n| *n > 0),
+        }
+    }
+
+    /// The table's write capacity: provisioned, the on-demand maximum, or AWS's default
+    /// per-table limit on demand.
+    pub fn write_capacity(&self) -> precise_ttl_core::capacity::WriteCapacity {
+        use precise_ttl_core::capacity::WriteCapacity;
+        match (self.provisioned, self.on_demand_max_write) {
+            (Some((_, w)), _) => WriteCapacity::Provisioned(w.max(1) as u64),
+            (None, Some(max)) => WriteCapacity::OnDemandMax(max as u64),
+            (None, None) => WriteCapacity::OnDemandDefault,
         }
     }
 

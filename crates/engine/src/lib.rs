@@ -8,6 +8,7 @@
 //! `memory::MemoryStore` (a reference implementation) and `faulty::FaultyStore` (fault injection)
 //! serve the tests of this crate and of the crates built on it.
 
+pub mod capacity_rate;
 pub mod clock;
 mod counters;
 pub mod daemon;

@@ -28,6 +28,10 @@ pub const WATERMARK_DELAY: &str = "precise_ttl_watermark_delay_seconds";
 /// Capacity units the store reported as consumed, in hundredths, labelled
 /// `op` = `query` or `delete`. Divide by 100 for capacity units.
 pub const CAPACITY_UNITS: &str = "precise_ttl_capacity_centiunits_total";
+/// Capacity units consumed per second, averaged over about 10 s, labelled `op` = `query` (read
+/// units) or `delete` (write units, the table's and its indexes'); see
+/// [`crate::capacity_rate`].
+pub const CAPACITY_UNITS_PER_SECOND: &str = "precise_ttl_capacity_units_per_second";
 /// The adaptive limit on delete requests in flight: the table-wide controller, cut only by
 /// table- or index-wide refusals (or unknown ones over several shards) and timeouts.
 pub const CONCURRENCY_LIMIT: &str = "precise_ttl_concurrency_limit";
@@ -37,6 +41,9 @@ pub const THROTTLED_BY_SCOPE: &str = "precise_ttl_throttled_deletes_total";
 /// The table's send rate (items/s) while engaged (a large share of deletes refused by the
 /// table or its partitions); 0 when not engaged.
 pub const TABLE_RATE_LIMIT: &str = "precise_ttl_table_rate_limit";
+/// The backlog's send rate (items/s) under its budget (a share of the table's write capacity,
+/// cut by refusals); 0 without a budget.
+pub const BACKLOG_RATE_LIMIT: &str = "precise_ttl_backlog_rate_limit";
 /// Shards whose own index partition refused deletes, now sending under a limit of their own.
 pub const LANES_LIMITED: &str = "precise_ttl_shards_limited";
 /// A shard's own delete limit (items/s), label `shard`; 0 once lifted. Only shards that were
@@ -148,8 +155,10 @@ pub fn describe() {
     }
     metrics::gauge!(LANES_LIMITED).set(0.0);
     metrics::gauge!(TABLE_RATE_LIMIT).set(0.0);
-    for op in ["query", "delete"] {
+    metrics::gauge!(BACKLOG_RATE_LIMIT).set(0.0);
+    for op in crate::capacity_rate::OPS {
         metrics::counter!(CAPACITY_UNITS, "op" => op).increment(0);
+        metrics::gauge!(CAPACITY_UNITS_PER_SECOND, "op" => op).set(0.0);
     }
     for change in ["acquired", "stolen", "lost", "released"] {
         metrics::counter!(LEASE_CHANGES, "change" => change).increment(0);
@@ -230,6 +239,14 @@ pub fn describe() {
     describe_gauge!(
         TABLE_RATE_LIMIT,
         "The table's send rate in items/s while refusals engage it (0: not engaged)"
+    );
+    describe_gauge!(
+        CAPACITY_UNITS_PER_SECOND,
+        "Capacity units consumed per second (ConsumedCapacity), averaged over about 10 s"
+    );
+    describe_gauge!(
+        BACKLOG_RATE_LIMIT,
+        "The backlog's delete rate in items/s under its capacity budget (0: no budget)"
     );
     describe_gauge!(
         LANES_LIMITED,

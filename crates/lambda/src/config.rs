@@ -27,6 +27,8 @@ pub const SETTINGS: &[&str] = &[
     "concurrency",
     "page-size",
     "max-deletes-per-second",
+    "backlog-budget",
+    "table-write-capacity",
     "delete-mode",
     "safety-margin",
 ];
@@ -58,7 +60,26 @@ pub struct LambdaConfig {
     /// Stop this long before the invocation's deadline: in-flight deletes drain in half of it,
     /// leases are released and the report returned in the rest.
     pub safety_margin: Duration,
+    /// The backlog's share of the table's write capacity (`None`: `off`), as `run
+    /// --backlog-budget`.
+    pub backlog_share: Option<f64>,
+    /// The table's write capacity given by hand, as `run --table-write-capacity`.
+    pub table_write_capacity: Option<u64>,
     pub daemon: DaemonConfig,
+}
+
+impl LambdaConfig {
+    /// The daemon's settings for a table of `capacity`, the backlog budget included.
+    pub fn daemon_for(&self, capacity: precise_ttl_core::capacity::WriteCapacity) -> DaemonConfig {
+        use precise_ttl_core::capacity::{WriteCapacity, backlog_ceiling};
+        let capacity = self
+            .table_write_capacity
+            .map_or(capacity, WriteCapacity::Given);
+        DaemonConfig {
+            backlog_ceiling: self.backlog_share.map(|s| backlog_ceiling(capacity, s)),
+            ..self.daemon.clone()
+        }
+    }
 }
 
 fn env_name(setting: &str) -> String {
@@ -160,6 +181,24 @@ impl LambdaConfig {
                 }
             },
         };
+        let backlog_share = match get("backlog-budget") {
+            None => Some(precise_ttl_core::capacity::DEFAULT_BACKLOG_SHARE),
+            Some(v) => precise_ttl_core::capacity::parse_share(&v)
+                .map_err(|why| invalid("backlog-budget", &v, &why))?,
+        };
+        let table_write_capacity = match get("table-write-capacity") {
+            None => None,
+            Some(v) => match v.parse::<u64>() {
+                Ok(n) if n > 0 => Some(n),
+                _ => {
+                    return Err(invalid(
+                        "table-write-capacity",
+                        &v,
+                        &"is not a positive whole number of write units per second",
+                    ));
+                }
+            },
+        };
         let mut daemon = DaemonConfig {
             poll_interval,
             horizon: duration("horizon", "5s")?,
@@ -182,6 +221,8 @@ impl LambdaConfig {
             worker_id: get("worker-id"),
             delete_mode,
             safety_margin,
+            backlog_share,
+            table_write_capacity,
             daemon,
         })
     }

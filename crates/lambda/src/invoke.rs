@@ -323,11 +323,12 @@ impl Environment {
             ));
         };
         let shards: SharedPartitioning<_> = Arc::new(config.layout.shards);
+        let daemon_config = config.daemon_for(store.write_capacity());
         let daemon = Daemon::new(
             Arc::new(store),
             dynamo.store_clock.clone(),
             shards,
-            config.daemon.clone(),
+            daemon_config,
         );
         let report = run_worker(daemon, leases, tokio::time::sleep_until(stop_at)).await;
         if let Some(sink) = archive {

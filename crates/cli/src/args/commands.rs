@@ -357,6 +357,9 @@ pub struct RunArgs {
     pub max_deletes_per_second: Option<f64>,
 
     #[command(flatten)]
+    pub budget: crate::args::CapacityBudget,
+
+    #[command(flatten)]
     pub deletes: DeleteConcurrency,
 
     #[command(flatten)]

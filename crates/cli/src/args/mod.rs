@@ -3,9 +3,11 @@
 //! flag groups they share; `bench` the test bench's.
 
 mod bench;
+mod budget;
 mod commands;
 
 pub use bench::*;
+pub use budget::*;
 pub use commands::*;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};

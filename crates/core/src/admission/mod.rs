@@ -29,6 +29,7 @@
 //! Time is an argument (wall time of the engine's clock), and the random order of ties comes from
 //! a seeded generator: the same events give the same decisions.
 
+pub mod budget;
 pub mod lane;
 pub mod table;
 #[cfg(test)]
@@ -38,6 +39,7 @@ use crate::expiry::Expiry;
 use crate::rate::{Aimd, TokenBucket};
 use crate::throttle::ThrottleScope;
 use crate::time::Timestamp;
+use budget::BacklogBudget;
 use lane::LaneLimit;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -88,6 +90,8 @@ pub struct Settings {
     pub min_backlog_in_flight: usize,
     /// A hard cap on items sent per second.
     pub max_per_second: Option<f64>,
+    /// The most backlog items sent per second ([`budget::BacklogBudget`]); `None`: no budget.
+    pub backlog_ceiling: Option<f64>,
 }
 
 /// The next thing to do.
@@ -136,6 +140,9 @@ pub struct Snapshot {
     pub limited_lanes: Vec<(usize, f64)>,
     /// Refusals so far, by scope.
     pub refusals: Vec<(ThrottleScope, u64)>,
+    /// The backlog's send rate and its ceiling (items/s), when budgeted.
+    pub backlog_rate: Option<f64>,
+    pub backlog_ceiling: Option<f64>,
 }
 
 type Key = (Class, Expiry, u64);
@@ -209,6 +216,7 @@ pub struct Admission<T> {
     on_time_since: Option<Timestamp>,
     table: Aimd,
     table_rate: TableRate,
+    budget: BacklogBudget,
     bucket: Option<TokenBucket>,
     in_flight: usize,
     backlog_in_flight: usize,
@@ -251,6 +259,7 @@ impl<T: Ticket> Admission<T> {
                 TABLE_CUT_COOLDOWN,
             ),
             table_rate: TableRate::default(),
+            budget: BacklogBudget::new(settings.backlog_ceiling),
             bucket: settings
                 .max_per_second
                 .map(|r| TokenBucket::new(r, (r / 10.0).max(max_batch as f64))),
@@ -358,6 +367,17 @@ impl<T: Ticket> Admission<T> {
             Class::Backlog => self.backlog,
         };
         cap = cap.min(waiting.max(1));
+        if class == Class::Backlog {
+            cap = self.budget.available(now, cap);
+            if cap == 0 {
+                return Decision::Wait {
+                    until: [self.budget.next_at(now), self.wake_at(lingering)]
+                        .into_iter()
+                        .flatten()
+                        .min(),
+                };
+            }
+        }
         cap = self.table_rate.available(now, cap);
         if cap == 0 {
             return Decision::Wait {
@@ -389,6 +409,7 @@ impl<T: Ticket> Admission<T> {
             Class::Backlog => {
                 self.backlog -= items.len();
                 self.backlog_in_flight += items.len();
+                self.budget.took(items.len());
             }
         }
         self.in_flight += 1;
@@ -465,6 +486,13 @@ impl<T: Ticket> Admission<T> {
         if answer.congested {
             self.table.on_throttle(now, 1.0);
         }
+        // Any refusal says some partition is full, whichever class was refused: the backlog
+        // yields first.
+        let backlog_busy =
+            answer.class == Class::Backlog || self.backlog > 0 || self.backlog_in_flight > 0;
+        if (refused > 0 || answer.congested) && backlog_busy {
+            self.budget.refused(now);
+        }
         for again in answer.again {
             let at = now.saturating_add(again.after);
             self.seq += 1;
@@ -486,6 +514,8 @@ impl<T: Ticket> Admission<T> {
                 .filter_map(|(i, l)| l.limit.rate().map(|r| (i, r)))
                 .collect(),
             refusals: self.refusals.iter().map(|(s, n)| (*s, *n)).collect(),
+            backlog_rate: self.budget.rate(),
+            backlog_ceiling: self.budget.ceiling(),
         }
     }
 

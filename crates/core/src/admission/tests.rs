@@ -34,6 +34,7 @@ fn settings() -> Settings {
         max_concurrency: 8,
         min_backlog_in_flight: 4,
         max_per_second: None,
+        backlog_ceiling: None,
     }
 }
 
@@ -301,4 +302,80 @@ fn refusals_of_unknown_scope_over_most_of_the_table_engage_the_table_rate() {
     let snap = a.snapshot();
     assert!(snap.table_rate.is_some(), "{snap:?}");
     assert!(snap.limited_lanes.is_empty(), "{snap:?}");
+}
+
+/// Sends everything admission lets go between `from` and `to` (ms), answering each request
+/// at once with `refuse` deciding which items are refused; returns the ids sent by class.
+fn drive(
+    a: &mut Admission<It>,
+    from: i64,
+    to: i64,
+    refuse: impl Fn(&It) -> bool,
+) -> (Vec<u32>, Vec<u32>) {
+    let (mut on_time, mut backlog) = (Vec::new(), Vec::new());
+    for ms in from..to {
+        while let Decision::Send { items, class } = a.next(t(ms)) {
+            let refused: Vec<bool> = items.iter().map(&refuse).collect();
+            let again: Vec<Again<It>> = items
+                .iter()
+                .zip(&refused)
+                .filter(|(_, r)| **r)
+                .map(|(i, _)| Again {
+                    item: i.clone(),
+                    after: Duration::from_millis(5),
+                    refused: Some(ThrottleScope::TablePartition),
+                })
+                .collect();
+            let ids = items
+                .iter()
+                .zip(&refused)
+                .filter(|(_, r)| !**r)
+                .map(|(i, _)| i.id);
+            match class {
+                Class::OnTime => on_time.extend(ids),
+                Class::Backlog => backlog.extend(ids),
+            }
+            a.answered(t(ms), answer(class, &items, again));
+        }
+    }
+    (on_time, backlog)
+}
+
+#[test]
+fn the_backlog_keeps_to_its_budget_and_on_time_items_do_not() {
+    let mut s = settings();
+    s.backlog_ceiling = Some(1_000.0);
+    let mut a = Admission::new(2, s, 1);
+    for i in 0..5_000 {
+        a.add_backlog(it(100_000 + i, (i % 2) as usize, 10));
+    }
+    // 200 on-time items due within the same second: none waits for the budget.
+    for i in 0..200 {
+        a.hold(it(i, 1, 10_000 + i as i64 * 5));
+    }
+    let (on_time, backlog) = drive(&mut a, 10_000, 11_000, |_| false);
+    assert_eq!(on_time.len(), 200);
+    // A second at 1,000/s, give or take the burst.
+    assert!((980..=1_030).contains(&backlog.len()), "{}", backlog.len());
+    assert_eq!(a.snapshot().backlog_ceiling, Some(1_000.0));
+}
+
+#[test]
+fn a_refusal_halves_the_backlog_before_on_time_items_are_slowed() {
+    let mut s = settings();
+    s.backlog_ceiling = Some(1_000.0);
+    let mut a = Admission::new(1, s, 1);
+    for i in 0..5_000 {
+        a.add_backlog(it(100_000 + i, 0, 10));
+    }
+    a.hold(it(1, 0, 10_500));
+    // One on-time item refused once: a partition is full.
+    let refused_once = std::cell::Cell::new(false);
+    let (on_time, _) = drive(&mut a, 10_000, 10_600, |i| {
+        i.id == 1 && !refused_once.replace(true)
+    });
+    assert_eq!(on_time, vec![1]);
+    assert_eq!(a.snapshot().backlog_rate, Some(500.0));
+    let (_, backlog) = drive(&mut a, 10_600, 11_600, |_| false);
+    assert!((480..=530).contains(&backlog.len()), "{}", backlog.len());
 }

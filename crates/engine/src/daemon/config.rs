@@ -20,6 +20,11 @@ pub struct DaemonConfig {
     pub max_concurrency: usize,
     /// Hard cap on items deleted per second, for users who budget write capacity.
     pub max_deletes_per_second: Option<f64>,
+    /// The most backlog items deleted per second (a share of the table's write capacity, see
+    /// `precise_ttl_core::capacity`); refusals cut the backlog below it first
+    /// (`precise_ttl_core::admission::budget`). `None`: the backlog goes as fast as the table
+    /// accepts.
+    pub backlog_ceiling: Option<f64>,
     /// Items per delete request when several are ready (capped by the store's batch size).
     pub max_batch: usize,
     /// With batching, how long the first due item may wait for others to share its request.
@@ -69,6 +74,7 @@ impl Default for DaemonConfig {
             initial_concurrency: 32,
             max_concurrency: 128,
             max_deletes_per_second: None,
+            backlog_ceiling: None,
             max_batch: 25,
             batch_linger: Duration::ZERO,
             max_scheduled: 100_000,

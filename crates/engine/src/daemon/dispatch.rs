@@ -58,6 +58,7 @@ pub(super) fn settings(config: &super::DaemonConfig, store_batch: usize) -> Sett
         max_concurrency: config.max_concurrency,
         min_backlog_in_flight: config.max_backlog_in_flight,
         max_per_second: config.max_deletes_per_second,
+        backlog_ceiling: config.backlog_ceiling,
     }
 }
 
@@ -170,6 +171,8 @@ fn publish<S: ExpiryStore, C: Clock, K>(shared: &Shared<S, C>, admission: &Admis
     metrics::gauge!(m::CONCURRENCY_LIMIT).set(snapshot.concurrency_limit as f64);
     metrics::gauge!(m::LANES_LIMITED).set(snapshot.limited_lanes.len() as f64);
     metrics::gauge!(m::TABLE_RATE_LIMIT).set(snapshot.table_rate.unwrap_or(0.0));
+    metrics::gauge!(m::BACKLOG_RATE_LIMIT).set(snapshot.backlog_rate.unwrap_or(0.0));
+    crate::capacity_rate::publish(std::time::Instant::now());
     let mut status = lock(&shared.handle.status);
     // A lane that was limited and is no longer shows 0 (no limit of its own), so the series of a
     // lifted limit does not keep its last value; only lanes ever limited have a series.
@@ -183,6 +186,8 @@ fn publish<S: ExpiryStore, C: Clock, K>(shared: &Shared<S, C>, admission: &Admis
     }
     status.concurrency_limit = snapshot.concurrency_limit;
     status.table_rate = snapshot.table_rate;
+    status.backlog_rate = snapshot.backlog_rate;
+    status.backlog_ceiling = snapshot.backlog_ceiling;
     status.limited_lanes = snapshot.limited_lanes;
     status.refusals = snapshot
         .refusals
