@@ -52,32 +52,19 @@ pub struct SetupArgs {
     #[arg(long, env = "PRECISE_TTL_WAIT_TIMEOUT", default_value = "1h", value_parser = duration)]
     pub wait_timeout: Duration,
 
-    /// Read units/s for the new expiry index on a PROVISIONED table (required there, with
-    /// --index-write-capacity; refused on an on-demand table). The daemon reads each shard with
-    /// one keys-only Query per --poll-interval, 0.5 units each when little is due: about one
-    /// unit per shard at the default 1 s poll (16 for 16 shards). No default: setup stops and
-    /// suggests figures from the table when it is left out
-    #[arg(
-        long,
-        env = "PRECISE_TTL_INDEX_READ_CAPACITY",
-        value_name = "UNITS",
-        requires = "index_write_capacity",
-        value_parser = clap::value_parser!(i64).range(1..)
-    )]
+    /// Read units/s for a new expiry index on a PROVISIONED table (required there, refused on
+    /// demand; no default: setup stops and suggests figures). The daemon's one Query per shard
+    /// per 1 s poll costs 0.5 units: one unit per shard leaves room
+    #[arg(long, env = "PRECISE_TTL_INDEX_READ_CAPACITY", value_name = "UNITS",
+          requires = "index_write_capacity", value_parser = clap::value_parser!(i64).range(1..))]
     pub index_read_capacity: Option<i64>,
 
-    /// Write units/s for the new expiry index on a PROVISIONED table (required there, with
-    /// --index-read-capacity). Every write of an item with a TTL and every delete also writes
-    /// the index, and an index short of writes throttles the table's own writes: give it the
-    /// table's write capacity unless most writes are of items without a TTL. The index does not
-    /// follow the table's auto scaling; setup prints the command that makes it scale
-    #[arg(
-        long,
-        env = "PRECISE_TTL_INDEX_WRITE_CAPACITY",
-        value_name = "UNITS",
-        requires = "index_read_capacity",
-        value_parser = clap::value_parser!(i64).range(1..)
-    )]
+    /// Write units/s for a new expiry index on a PROVISIONED table. Every write of an item with
+    /// a TTL and every delete writes the index too, and an index short of writes throttles the
+    /// table: give it the table's write capacity. It does not follow the table's auto scaling;
+    /// setup prints the command that makes it scale
+    #[arg(long, env = "PRECISE_TTL_INDEX_WRITE_CAPACITY", value_name = "UNITS",
+          requires = "index_read_capacity", value_parser = clap::value_parser!(i64).range(1..))]
     pub index_write_capacity: Option<i64>,
 }
 
@@ -481,12 +468,10 @@ pub struct DoctorArgs {
     #[arg(long, default_value_t = 3)]
     pub examples: usize,
 
-    /// Pages the expiry-rate count may read per shard. doctor counts the index's items due in
-    /// the next minute (a Select COUNT Query per shard) for the shard advice and, on a
-    /// provisioned index, to check its write capacity (2 units per expiring item: its insert and
-    /// its delete). A page reads at most 1 MB (at most 128 read units, 0.5 when little is due);
-    /// a shard with more due is reported as "at least" what was counted. Raise it for an exact
-    /// rate on a busy table
+    /// Pages per shard for counting the items due in the next minute (shard advice; a
+    /// provisioned index's write check, 2 units per expiring item). A page reads up to 1 MB:
+    /// at most 128 read units, 0.5 when little is due; a shard with more due is reported as
+    /// "at least" what was counted. Raise it for an exact rate on a busy table
     #[arg(long, env = "PRECISE_TTL_RATE_PAGES", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub rate_pages: u64,
 

@@ -322,7 +322,7 @@ async fn doctor_warns_when_the_index_writes_fall_short_of_the_items_due() {
         warning[0].contains("has 2 write units/s provisioned")
             && warning[0].contains("(5.0/s, counted in the index) need ~10")
             && warning[0].contains("aws dynamodb update-table")
-            && warning[0].contains("\\\"WriteCapacityUnits\\\":10"),
+            && warning[0].contains(r#""WriteCapacityUnits":10}"#),
         "{stdout}"
     );
     let finding = json["findings"]
