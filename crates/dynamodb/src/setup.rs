@@ -189,8 +189,12 @@ pub async fn plan(
     }
     let plan = capacity::plan(table, shape.as_ref(), layout, options.index_capacity)?;
     Ok(match plan {
-        // Shown with its capacity: DescribeTable has it, TableShape does not keep it.
-        IndexPlan::Present { requested, .. } => IndexPlan::Present {
+        // Shown with its capacity when one was asked for (and is not applied): DescribeTable
+        // has it, TableShape does not keep it.
+        IndexPlan::Present {
+            requested: requested @ Some(_),
+            ..
+        } => IndexPlan::Present {
             capacity: capacity::describe_index_capacity(dynamo, table, &layout.index_name).await?,
             requested,
         },
