@@ -7,6 +7,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use precise_ttl_core::diagnose::{Inspected, ShardValue, Tally};
 
 use precise_ttl_dynamodb::item::{ttl_value, type_name};
+use precise_ttl_dynamodb::setup::capacity::{self, DueCount, IndexCapacity, WriteNeed};
 use precise_ttl_dynamodb::{ScanFilter, ScannedItem, Segment, TableScan};
 use precise_ttl_engine::retry::with_backoff;
 use precise_ttl_engine::{Clock, SystemClock};
@@ -181,8 +182,12 @@ pub async fn run(global: &Global, args: &DoctorArgs) -> anyhow::Result<Outcome> 
         });
     }
 
-    // The index's write load ahead, from the index itself (a sample scan cannot tell the rate).
+    // The index's write load ahead, from the index itself (a sample scan cannot tell the rate):
+    // items due in the next minute, per shard, at most --rate-pages pages each so the read cost
+    // stays bounded whatever is due.
     let mut upcoming = Vec::new();
+    let mut counted = DueCount::default();
+    let mut index_write_need = None;
     if scan
         .shape()
         .expiry_index(&layout)
@@ -190,18 +195,35 @@ pub async fn run(global: &Global, args: &DoctorArgs) -> anyhow::Result<Outcome> 
     {
         let dynamo = crate::wiring::connect(global).await?;
         let now = dynamo.store_clock.now();
+        let until = now.saturating_add(capacity::RATE_WINDOW);
         for shard in layout.shards.all() {
-            upcoming.push(
-                precise_ttl_dynamodb::status::upcoming(&dynamo, table, &layout, shard, now).await?,
-            );
+            let count = capacity::count_due_soon(
+                &dynamo,
+                table,
+                &layout,
+                shard,
+                now,
+                until,
+                args.rate_pages,
+            )
+            .await?;
+            upcoming.push(count.due);
+            counted.due += count.due;
+            counted.pages += count.pages;
+            counted.capped |= count.capped;
+        }
+        // On demand: no provisioned capacity to fall short, so nothing to say.
+        if let Some(provisioned) =
+            capacity::describe_index_capacity(&dynamo, table, &layout.index_name).await?
+        {
+            index_write_need = Some((
+                provisioned,
+                WriteNeed::from_count(counted, capacity::RATE_WINDOW, provisioned.write),
+            ));
         }
     }
-    let advice = (!upcoming.is_empty()).then(|| {
-        precise_ttl_core::sizing::advise(
-            &upcoming,
-            precise_ttl_dynamodb::status::UPCOMING.as_secs_f64(),
-        )
-    });
+    let advice = (!upcoming.is_empty())
+        .then(|| precise_ttl_core::sizing::advise(&upcoming, capacity::RATE_WINDOW.as_secs_f64()));
     if let Some(a) = advice.filter(|a| !a.enough) {
         findings.push(Finding {
             kind: "shards_too_few",
@@ -210,6 +232,20 @@ pub async fn run(global: &Global, args: &DoctorArgs) -> anyhow::Result<Outcome> 
             message: a.describe(u64::from(layout.shards.get())),
         });
     }
+    if let Some((provisioned, need)) = index_write_need.filter(|(_, n)| n.short()) {
+        findings.push(Finding {
+            kind: "index_write_capacity_low",
+            count: need.to_provision() as u64,
+            examples: Vec::new(),
+            message: write_need_message(table, &layout.index_name, provisioned, &need),
+        });
+    }
+    let capped_note = counted.capped.then(|| {
+        format!(
+            "the expiry-rate count stopped at --rate-pages {} on some shards: the rate is at least what is shown",
+            args.rate_pages
+        )
+    });
     if args.json {
         println!(
             "{}",
@@ -225,6 +261,14 @@ pub async fn run(global: &Global, args: &DoctorArgs) -> anyhow::Result<Outcome> 
                     "index_partition_wcu_per_second_busiest": a.busiest_partition_wcu,
                     "shards_needed": a.shards_needed,
                     "enough": a.enough,
+                    "count_pages_read": counted.pages,
+                    "count_capped": counted.capped,
+                })),
+                "index_write_capacity": index_write_need.map(|(_, n)| serde_json::json!({
+                    "provisioned": n.provisioned,
+                    "needed": n.needed,
+                    "at_least": n.lower_bound,
+                    "enough": !n.short(),
                 })),
             })
         );
@@ -241,6 +285,17 @@ pub async fn run(global: &Global, args: &DoctorArgs) -> anyhow::Result<Outcome> 
         if let Some(a) = advice.filter(|a| a.enough) {
             println!("  shards: {}", a.describe(u64::from(layout.shards.get())));
         }
+        if let Some((_, n)) = index_write_need.filter(|(_, n)| !n.short()) {
+            println!(
+                "  index write capacity: {} units/s provisioned, the next minute's expirations need ~{:.0}{}: enough",
+                n.provisioned,
+                n.needed,
+                if n.lower_bound { " or more" } else { "" }
+            );
+        }
+        if let Some(note) = &capped_note {
+            println!("  note: {note}");
+        }
         for f in &findings {
             println!("  ✗ {}", f.message);
             if !f.examples.is_empty() {
@@ -253,4 +308,23 @@ pub async fn run(global: &Global, args: &DoctorArgs) -> anyhow::Result<Outcome> 
     } else {
         Outcome::Findings
     })
+}
+
+/// The one line for an index whose provisioned writes fall short of the measured need, with
+/// the figures and the fix.
+fn write_need_message(
+    table: &str,
+    index: &str,
+    provisioned: IndexCapacity,
+    need: &WriteNeed,
+) -> String {
+    let at_least = if need.lower_bound { "at least " } else { "" };
+    format!(
+        "the expiry index {index:?} has {} write units/s provisioned, but the next minute's expirations ({at_least}{:.1}/s, counted in the index) need {at_least}~{} (2 per expiring item: its insert into the index and its delete; in steady state as many items are written as expire): the index throttles, and through it the table's writes. Raise it: aws dynamodb update-table --table-name {table} --global-secondary-index-updates '[{{\"Update\":{{\"IndexName\":\"{index}\",\"ProvisionedThroughput\":{{\"ReadCapacityUnits\":{},\"WriteCapacityUnits\":{}}}}}}}]', or raise the minimum of its auto scaling target (table/{table}/index/{index})",
+        need.provisioned,
+        need.expiries_per_s,
+        need.to_provision(),
+        provisioned.read,
+        need.to_provision(),
+    )
 }

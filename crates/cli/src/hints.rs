@@ -30,6 +30,16 @@ pub fn for_error(error: &anyhow::Error, profile: Option<&str>) -> Option<String>
             format!("use --ttl-attribute {enabled}, or pass --no-native-ttl")
         }
         AdapterError::NativeTtlBusy { .. } => "retry later, or pass --no-native-ttl".into(),
+        AdapterError::IndexCapacityRequired {
+            suggested_read,
+            suggested_write,
+            ..
+        } => format!(
+            "pass --index-read-capacity {suggested_read} --index-write-capacity {suggested_write} (or figures of your own; docs/configuration.md#provisioned-tables); nothing was changed"
+        ),
+        AdapterError::IndexCapacityOnDemand { .. } => {
+            "leave out --index-read-capacity and --index-write-capacity; nothing was changed".into()
+        }
         AdapterError::TableKeyMismatch { .. } => {
             "leave out --create-table to use the table as it is, or pick another --table".into()
         }

@@ -2,6 +2,9 @@
 
 use crate::args::{Global, SetupArgs};
 use crate::wiring::Outcome;
+use precise_ttl_dynamodb::setup::capacity::{
+    self, IndexCapacity, IndexPlan, register_scalable_target_command, scalable_resource_id,
+};
 use precise_ttl_dynamodb::{CreateTable, SetupOptions, setup};
 
 pub async fn run(global: &Global, args: &SetupArgs) -> anyhow::Result<Outcome> {
@@ -20,8 +23,17 @@ pub async fn run(global: &Global, args: &SetupArgs) -> anyhow::Result<Outcome> {
         stream: args.stream,
         wait: (!args.no_wait).then_some(args.wait_timeout),
         lease_table: Some(args.leases.lease_table.clone()),
+        // clap makes the two flags go together.
+        index_capacity: args
+            .index_read_capacity
+            .zip(args.index_write_capacity)
+            .map(|(read, write)| IndexCapacity { read, write }),
         ..SetupOptions::default()
     };
+    // The capacity plan first, printed before anything changes; its refusals are setup's.
+    for line in describe_plan(&setup::plan(&dynamo, table, &layout, &options).await?) {
+        println!("{line}");
+    }
     let report = setup::setup(&dynamo, table, &layout, &options).await?;
     for action in &report.actions {
         println!("  {action}");
@@ -35,4 +47,41 @@ pub async fn run(global: &Global, args: &SetupArgs) -> anyhow::Result<Outcome> {
         println!("table {table:?} was already set up: nothing changed.");
     }
     Ok(Outcome::Success)
+}
+
+/// The plan in plain lines: what capacity the index gets and what auto scaling needs.
+fn describe_plan(plan: &IndexPlan) -> Vec<String> {
+    match plan {
+        IndexPlan::OnDemand => Vec::new(),
+        IndexPlan::Present {
+            capacity: Some(c),
+            requested: Some(_),
+        } => vec![format!(
+            "index capacity: the expiry index exists with {} read and {} write units/s; setup leaves it as it is (--index-read-capacity and --index-write-capacity apply only to a new index; change it with `aws dynamodb update-table` or its auto scaling)",
+            c.read, c.write
+        )],
+        IndexPlan::Present { .. } => Vec::new(),
+        IndexPlan::Provisioned {
+            table,
+            index,
+            capacity: c,
+            table_capacity: t,
+        } => vec![
+            format!(
+                "index capacity: the expiry index {index:?} gets {} read and {} write units/s, provisioned apart from the table's {} read and {} write; it does not follow the table's auto scaling",
+                c.read, c.write, t.read, t.write
+            ),
+            format!(
+                "auto scaling: the index is its own scalable target ({}, dynamodb:index:WriteCapacityUnits and dynamodb:index:ReadCapacityUnits); register it, then give it a target-tracking policy (docs/configuration.md): {}",
+                scalable_resource_id(table, index),
+                register_scalable_target_command(
+                    table,
+                    index,
+                    "Write",
+                    c.write,
+                    capacity::suggested_max(c.write)
+                )
+            ),
+        ],
+    }
 }

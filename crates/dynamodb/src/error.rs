@@ -92,6 +92,22 @@ pub enum AdapterError {
         expected: String,
         found: String,
     },
+    #[error(
+        "table {table:?} is provisioned ({table_read} read, {table_write} write units/s), so the new expiry index needs capacity of its own and setup will not guess it: copying the table's can double the cost, and too little write capacity throttles the table's own writes. Suggested: {suggested_write} write units (the table's: every write of an item with a TTL and every delete writes the index too) and {suggested_read} read units (one Query per shard per 1 s poll at 0.5 units, {shards} shards, doubled)"
+    )]
+    IndexCapacityRequired {
+        table: String,
+        table_read: i64,
+        table_write: i64,
+        shards: u64,
+        suggested_read: i64,
+        suggested_write: i64,
+    },
+    #[error(
+        "table {table:?} {}: its indexes are billed per request and take no provisioned capacity",
+        if *created { "would be created on demand" } else { "is on demand" }
+    )]
+    IndexCapacityOnDemand { table: String, created: bool },
     #[error("gave up after {waited_secs} s waiting for {what}")]
     WaitTimedOut { what: String, waited_secs: u64 },
     #[error(

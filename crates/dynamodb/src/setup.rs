@@ -3,6 +3,10 @@
 //! Every step first looks at what is there and only changes what is missing, so running setup
 //! again is a no-op that says so. Conflicts that setup cannot resolve safely (an index of that
 //! name with other keys, native TTL on another attribute) are errors, never silent changes.
+//! On a provisioned table the index's capacity is the caller's choice ([`capacity`]); without
+//! one, setup stops before it changes anything.
+
+pub mod capacity;
 
 use crate::connect::Dynamo;
 use crate::error::{AdapterError, again_if_transient};
@@ -14,6 +18,7 @@ use aws_sdk_dynamodb::types::{
     ProjectionType, ProvisionedThroughput, ScalarAttributeType, TimeToLiveSpecification,
     TimeToLiveStatus,
 };
+pub use capacity::{IndexCapacity, IndexPlan};
 use precise_ttl_core::TtlLayout;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -39,6 +44,9 @@ pub struct SetupOptions {
     pub lease_table: Option<String>,
     /// Turn the table's stream on with old images (for archiving expiry records) if it is off.
     pub stream: bool,
+    /// The new index's provisioned capacity on a provisioned table: required there, refused on
+    /// an on-demand table, ignored (the index left as it is) when the index exists.
+    pub index_capacity: Option<IndexCapacity>,
 }
 
 impl Default for SetupOptions {
@@ -50,6 +58,7 @@ impl Default for SetupOptions {
             poll_interval: Duration::from_secs(2),
             lease_table: Some(crate::lease::DEFAULT_LEASE_TABLE.to_string()),
             stream: false,
+            index_capacity: None,
         }
     }
 }
@@ -163,6 +172,36 @@ impl SetupReport {
     }
 }
 
+/// What setup will do about the index's capacity, without changing anything: describes the
+/// table and applies [`capacity::plan`]. An error here is the error [`setup`] would stop with.
+pub async fn plan(
+    dynamo: &Dynamo,
+    table: &str,
+    layout: &TtlLayout,
+    options: &SetupOptions,
+) -> Result<IndexPlan, AdapterError> {
+    let shape = TableShape::describe(dynamo, table).await?;
+    if shape.is_none() && options.create_table.is_none() {
+        return Err(AdapterError::TableNotFound {
+            table: table.to_string(),
+            endpoint: dynamo.describe_endpoint(),
+        });
+    }
+    let plan = capacity::plan(table, shape.as_ref(), layout, options.index_capacity)?;
+    Ok(match plan {
+        // Shown with its capacity when one was asked for (and is not applied): DescribeTable
+        // has it, TableShape does not keep it.
+        IndexPlan::Present {
+            requested: requested @ Some(_),
+            ..
+        } => IndexPlan::Present {
+            capacity: capacity::describe_index_capacity(dynamo, table, &layout.index_name).await?,
+            requested,
+        },
+        other => other,
+    })
+}
+
 /// Brings `table` to the layout precise-ttl needs. See the module docs.
 pub async fn setup(
     dynamo: &Dynamo,
@@ -172,10 +211,19 @@ pub async fn setup(
 ) -> Result<SetupReport, AdapterError> {
     let mut actions = Vec::new();
     let started = Instant::now();
-    let shape = match (
-        TableShape::describe(dynamo, table).await?,
-        &options.create_table,
-    ) {
+    let described = TableShape::describe(dynamo, table).await?;
+    // Before any change: a provisioned table without a capacity for the index (or a capacity
+    // for an on-demand one) stops here.
+    let index_plan = match (&described, &options.create_table) {
+        (None, None) => None,
+        _ => Some(capacity::plan(
+            table,
+            described.as_ref(),
+            layout,
+            options.index_capacity,
+        )?),
+    };
+    let shape = match (described, &options.create_table) {
         (Some(shape), Some(create)) => {
             check_key(&shape, create)?;
             actions.push(SetupAction::TableAlreadyExists);
@@ -230,6 +278,7 @@ pub async fn setup(
             }
             step_again_if_transient(|retry| {
                 let shape = &shape;
+                let index_plan = index_plan.as_ref();
                 async move {
                     if retry
                         && TableShape::require(dynamo, table)
@@ -239,7 +288,7 @@ pub async fn setup(
                     {
                         return Ok(());
                     }
-                    add_index(dynamo, shape, layout).await
+                    add_index(dynamo, shape, layout, index_plan).await
                 }
             })
             .await?;
@@ -437,18 +486,23 @@ async fn add_index(
     dynamo: &Dynamo,
     shape: &TableShape,
     layout: &TtlLayout,
+    plan: Option<&IndexPlan>,
 ) -> Result<(), AdapterError> {
     let mut create = CreateGlobalSecondaryIndexAction::builder()
         .index_name(&layout.index_name)
         .set_key_schema(Some(index_keys(layout)))
         .projection(keys_only());
-    if let Some((read, write)) = shape.provisioned {
-        // A provisioned table needs capacity for its index; the sweeper's load is mostly
-        // reads of keys and one index write per item write, so mirror the table.
+    if shape.provisioned.is_some() {
+        // A provisioned table needs capacity for its index, and it is the caller's choice
+        // (capacity.rs says why): the plan made before any change carries it. Without one
+        // (the table turned provisioned since), stop rather than guess.
+        let Some(IndexPlan::Provisioned { capacity, .. }) = plan else {
+            return capacity::plan(&shape.name, Some(shape), layout, None).map(|_| ());
+        };
         create = create.provisioned_throughput(
             ProvisionedThroughput::builder()
-                .read_capacity_units(read.max(1))
-                .write_capacity_units(write.max(1))
+                .read_capacity_units(capacity.read)
+                .write_capacity_units(capacity.write)
                 .build()
                 .expect("both capacities are set"),
         );

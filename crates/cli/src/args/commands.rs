@@ -51,6 +51,21 @@ pub struct SetupArgs {
     /// Longest wait for the table and index to become ACTIVE
     #[arg(long, env = "PRECISE_TTL_WAIT_TIMEOUT", default_value = "1h", value_parser = duration)]
     pub wait_timeout: Duration,
+
+    /// Read units/s for a new expiry index on a PROVISIONED table (required there, refused on
+    /// demand; no default: setup stops and suggests figures). The daemon's one Query per shard
+    /// per 1 s poll costs 0.5 units: one unit per shard leaves room
+    #[arg(long, env = "PRECISE_TTL_INDEX_READ_CAPACITY", value_name = "UNITS",
+          requires = "index_write_capacity", value_parser = clap::value_parser!(i64).range(1..))]
+    pub index_read_capacity: Option<i64>,
+
+    /// Write units/s for a new expiry index on a PROVISIONED table. Every write of an item with
+    /// a TTL and every delete writes the index too, and an index short of writes throttles the
+    /// table: give it the table's write capacity. It does not follow the table's auto scaling;
+    /// setup prints the command that makes it scale
+    #[arg(long, env = "PRECISE_TTL_INDEX_WRITE_CAPACITY", value_name = "UNITS",
+          requires = "index_read_capacity", value_parser = clap::value_parser!(i64).range(1..))]
+    pub index_write_capacity: Option<i64>,
 }
 
 /// Which index is swept.
@@ -455,6 +470,13 @@ pub struct DoctorArgs {
     /// Example keys shown per finding
     #[arg(long, default_value_t = 3)]
     pub examples: usize,
+
+    /// Pages per shard for counting the items due in the next minute (shard advice; a
+    /// provisioned index's write check, 2 units per expiring item). A page reads up to 1 MB:
+    /// at most 128 read units, 0.5 when little is due; a shard with more due is reported as
+    /// "at least" what was counted. Raise it for an exact rate on a busy table
+    #[arg(long, env = "PRECISE_TTL_RATE_PAGES", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub rate_pages: u64,
 
     /// Print the findings as JSON on standard output
     #[arg(long)]

@@ -25,6 +25,7 @@ mod readme;
 mod recorder;
 mod recovery;
 mod setup;
+mod setup_capacity;
 mod simulated;
 mod stand_in;
 mod stop;
