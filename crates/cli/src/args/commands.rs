@@ -153,8 +153,8 @@ impl BlogArgs {
 pub struct DeleteConcurrency {
     /// Most delete requests in flight at once, across all shards; `run` adapts below it
     ///
-    /// A throttled request cuts `run`'s limit by half the share of its items the store refused
-    /// (a request refused whole halves it); every limit's worth of items answered raises it by
+    /// Timeouts and 5xx answers cut `run`'s limit by half (refusals are answered by the shard's
+    /// or the table's send rate instead); every limit's worth of items answered raises it by
     /// one. A request carries up to 25 items, so deletes/s are at most requests in flight × 25 /
     /// round trip: 64 at a 10 ms round trip carry 160 000/s. Raise it only where round trips are
     /// long, e.g. on a saturated host (docs/benchmarks.md, "What holds the 5-million catch-up")

@@ -192,12 +192,15 @@ deleted, skipped (changed since the query), errors.")]
     #[command(long_about = "\
 Run the sweeper as a service: every poll interval, read each shard's index for items expiring
 within the horizon, and delete each one at its exact expiry instant (conditionally, as sweep
-does). Items already overdue (after downtime, or a burst) are caught up oldest first at full
-speed with bounded memory, without delaying items that are expiring now.
+does). Items already overdue (after downtime, or a burst) are caught up oldest first with
+bounded memory, within --backlog-budget, without delaying items that are expiring now.
 
-Throttling halves the number of deletes in flight, which then grows back (AIMD);
---max-deletes-per-second caps the rate for budgeted write capacity. With --metrics-addr, serves
-Prometheus metrics on /metrics and a health check on /healthz.
+Each refusal is answered by what refused it (DynamoDB's ThrottlingReasons): a shard whose index
+partition refuses slows alone, refusals over the whole table slow the table's send rate, and
+timeouts cut the requests in flight. A catch-up takes at most --backlog-budget of the table's
+write capacity and yields to any refusal first, so the application keeps its writes;
+--max-deletes-per-second caps everything. docs/daemon.md explains admission. With
+--metrics-addr, serves Prometheus metrics on /metrics and a health check on /healthz.
 
 Stops cleanly on SIGTERM or SIGINT (finishing the deletes in flight) or after --for.")]
     Run(RunArgs),
