@@ -362,6 +362,7 @@ mod tests {
                 .collect(),
             provisioned,
             item_count: None,
+            on_demand_max_write: None,
         }
     }
 
