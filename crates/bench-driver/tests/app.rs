@@ -40,6 +40,7 @@ async fn without_a_sweeper_the_application_writes_and_nothing_is_judged_left_beh
     assert_eq!(s.report.counts.deleted, 0);
     assert!(s.report.left_behind.total > 0);
     assert!(s.report.bound.is_none());
+    assert!(s.report.behind.is_none(), "n/a without a sweeper");
     let app = s.report.app.as_ref().expect("the application ran");
     // It wrote for at least the load's span (1 s of TTLs and 0.5 s of grace).
     assert!(app.writes >= 400, "{app:?}");
@@ -47,6 +48,7 @@ async fn without_a_sweeper_the_application_writes_and_nothing_is_judged_left_beh
     assert_eq!(app.accepted, app.writes);
     assert!(app.per_s > 300.0 && app.per_s < 450.0, "{app:?}");
     assert!(app.max_ms >= app.p99_ms && app.p99_ms >= app.p50_ms);
+    assert_eq!(app.while_behind, None, "n/a without a sweeper");
     assert!(run.markdown.contains("**off**"), "{}", run.markdown);
     assert!(run.markdown.contains("The application"), "{}", run.markdown);
     let json = serde_json::to_value(s).unwrap();
