@@ -60,10 +60,26 @@ pub struct BenchConfig {
     pub crash_loop: Option<KillEvery>,
     /// Scheduled invocations of the Lambda function instead of `run` (`None`: the daemon).
     pub lambda: Option<LambdaPlan>,
+    /// The application sharing the table: new items written at this many per second for the
+    /// whole run, without retries ([`crate::app`]); 0: none.
+    pub app_writes_per_s: f64,
+    /// Start no daemon: the load is planted and the application writes, but nothing deletes
+    /// (its refusals with and without the sweeper, compared). Lag and what is left behind are
+    /// then not judged.
+    pub no_sweeper: bool,
+    /// Create the bench table with provisioned capacity instead of on demand (`None`).
+    pub provisioned: Option<Provisioned>,
     /// The command line that asked for this run, recorded in the report.
     pub argv: Vec<String>,
     /// The source revision of the binary, recorded in the report.
     pub revision: Revision,
+}
+
+/// A provisioned table's capacity units per second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Provisioned {
+    pub read: u64,
+    pub write: u64,
 }
 
 /// The expiry index of the bench table.
@@ -126,6 +142,9 @@ impl BenchConfig {
             fleet: None,
             crash_loop: None,
             lambda: None,
+            app_writes_per_s: 0.0,
+            no_sweeper: false,
+            provisioned: None,
             argv: Vec::new(),
             revision: Revision::Unknown,
         }

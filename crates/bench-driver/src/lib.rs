@@ -10,6 +10,7 @@
 //! [`BenchRun`] the caller renders or writes with [`BenchRun::write_files`]. Every attribute
 //! name (partition key, TTL, shard) comes from the [`BenchConfig`].
 
+pub mod app;
 pub mod config;
 pub mod crash_loop;
 pub mod daemon;
@@ -30,7 +31,7 @@ pub mod run;
 pub mod simulated;
 pub mod usage;
 
-pub use config::{BenchConfig, BenchIndex, DaemonCommand};
+pub use config::{BenchConfig, BenchIndex, DaemonCommand, Provisioned};
 pub use crash_loop::KillEvery;
 pub use deletions::DeletionLog;
 pub use error::BenchError;

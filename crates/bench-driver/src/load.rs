@@ -1,6 +1,7 @@
 //! The bench table's own I/O: creating it (and the blog's index), writing items in bulk, extending TTLs on schedule,
 //! and listing what is left.
 
+use crate::config::Provisioned;
 use crate::error::BenchError;
 use crate::items::{Item, ItemWriter, epoch_seconds};
 use crate::plan::Extension;
@@ -8,8 +9,8 @@ use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, CreateGlobalSecondaryIndexAction, GlobalSecondaryIndexUpdate,
-    KeySchemaElement, KeyType, Projection, ProjectionType, PutRequest, ScalarAttributeType,
-    WriteRequest,
+    KeySchemaElement, KeyType, Projection, ProjectionType, ProvisionedThroughput, PutRequest,
+    ScalarAttributeType, WriteRequest,
 };
 use precise_ttl_dynamodb::Dynamo;
 use precise_ttl_engine::{Clock, SystemClock};
@@ -22,6 +23,17 @@ pub async fn create_bare(
     table: &str,
     key_attribute: &str,
 ) -> Result<(), BenchError> {
+    create_table(dynamo, table, key_attribute, None).await
+}
+
+/// A table keyed by `key_attribute` (String), without any index: on demand, or provisioned with
+/// `provisioned`'s units.
+pub async fn create_table(
+    dynamo: &Dynamo,
+    table: &str,
+    key_attribute: &str,
+    provisioned: Option<Provisioned>,
+) -> Result<(), BenchError> {
     let definition = AttributeDefinition::builder()
         .attribute_name(key_attribute)
         .attribute_type(ScalarAttributeType::S)
@@ -32,11 +44,20 @@ pub async fn create_bare(
         .key_type(KeyType::Hash)
         .build()
         .map_err(|e| BenchError::call("creating the bench table", e))?;
-    dynamo
-        .query
-        .create_table()
-        .table_name(table)
-        .billing_mode(BillingMode::PayPerRequest)
+    let create = dynamo.query.create_table().table_name(table);
+    let create = match provisioned {
+        None => create.billing_mode(BillingMode::PayPerRequest),
+        Some(p) => create
+            .billing_mode(BillingMode::Provisioned)
+            .provisioned_throughput(
+                ProvisionedThroughput::builder()
+                    .read_capacity_units(i64::try_from(p.read).unwrap_or(i64::MAX))
+                    .write_capacity_units(i64::try_from(p.write).unwrap_or(i64::MAX))
+                    .build()
+                    .map_err(|e| BenchError::call("creating the bench table", e))?,
+            ),
+    };
+    create
         .attribute_definitions(definition)
         .key_schema(key)
         .send()
@@ -273,7 +294,8 @@ pub async fn extend_ttls(
     Ok(sent)
 }
 
-/// Every key still in the table (consistent reads).
+/// Every key still in the table (consistent reads). A page the store refuses for lack of read
+/// capacity (a provisioned table) is asked again after a pause.
 pub async fn scan_keys(
     dynamo: &Dynamo,
     table: &str,
@@ -282,17 +304,31 @@ pub async fn scan_keys(
     let mut keys = HashSet::new();
     let mut start = None;
     loop {
-        let out = dynamo
+        let sent = dynamo
             .query
             .scan()
             .table_name(table)
             .projection_expression("#k")
             .expression_attribute_names("#k", key_attribute)
             .consistent_read(true)
-            .set_exclusive_start_key(start)
+            .set_exclusive_start_key(start.clone())
             .send()
-            .await
-            .map_err(|e| BenchError::call("scanning what is left", DisplayErrorContext(e)))?;
+            .await;
+        let out = match sent {
+            Ok(out) => out,
+            Err(e)
+                if crate::app::is_refusal(e.as_service_error().and_then(|s| s.meta().code())) =>
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+            Err(e) => {
+                return Err(BenchError::call(
+                    "scanning what is left",
+                    DisplayErrorContext(e),
+                ));
+            }
+        };
         for i in out.items() {
             if let Some(AttributeValue::S(k)) = i.get(key_attribute) {
                 keys.insert(k.clone());

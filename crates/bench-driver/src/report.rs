@@ -45,6 +45,14 @@ pub struct Summary {
     pub ttl_granularity_ms: u64,
     /// The seed of the planted TTLs: runs with one seed planted the same items.
     pub seed: u64,
+    /// `true` when no daemon ran (`--no-sweeper`): the load was planted and the application
+    /// wrote, but nothing deleted; lag, the bound and items left behind are not applicable.
+    pub no_sweeper: bool,
+    /// The bench table's provisioned write and read units per second; absent on demand.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provisioned_wcu: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provisioned_rcu: Option<u64>,
     pub load_seconds: f64,
     pub raw_delete_item_per_s: Option<f64>,
     pub raw_partiql_batch_per_s: Option<f64>,
@@ -86,10 +94,11 @@ pub(crate) struct Measured {
 }
 
 impl BenchRun {
-    /// No wrong deletion and nothing left behind.
+    /// No wrong deletion (the application's items included) and nothing left behind; without a
+    /// sweeper everything is left behind by design, and only wrong deletions count.
     pub fn is_clean(&self) -> bool {
         let r = &self.summary.report;
-        r.wrong.is_empty() && r.left_behind.total == 0
+        r.wrong.is_empty() && (self.summary.no_sweeper || r.left_behind.total == 0)
     }
 
     /// Writes `<out>/<name>.{json,md,svg}`; returns `<out>/<name>`.
@@ -113,11 +122,18 @@ impl BenchRun {
 
 pub(crate) fn summarize(
     config: &crate::BenchConfig,
-    report: Report,
+    mut report: Report,
     m: &Measured,
     fleet: Option<FleetReport>,
     lambda: Option<LambdaReport>,
 ) -> BenchRun {
+    if config.no_sweeper {
+        // With nothing deleting, every item is "behind" once due: a figure about no sweeper.
+        report.behind = None;
+        if let Some(app) = report.app.as_mut() {
+            app.while_behind = None;
+        }
+    }
     let deleted = report.counts.deleted.max(1) as f64;
     let summary = Summary {
         name: config.name.clone(),
@@ -135,6 +151,9 @@ pub(crate) fn summarize(
         index_layout: config.index.name().to_string(),
         ttl_granularity_ms: config.ttl_granularity.as_millis() as u64,
         seed: config.seed,
+        no_sweeper: config.no_sweeper,
+        provisioned_wcu: config.provisioned.map(|p| p.write),
+        provisioned_rcu: config.provisioned.map(|p| p.read),
         load_seconds: m.load_seconds,
         raw_delete_item_per_s: m.raw.map(|r| r.single_per_s),
         raw_partiql_batch_per_s: m.raw.map(|r| r.batch_per_s),
@@ -190,6 +209,16 @@ fn markdown(s: &Summary, m: &Measured) -> String {
             s.shards.saturating_sub(1),
             s.steady_rate_per_s * (1.0 - share)
         ));
+    }
+    if let (Some(w), Some(r)) = (s.provisioned_wcu, s.provisioned_rcu) {
+        md.push_str(&format!("| table | provisioned, {w} WCU and {r} RCU |\n"));
+    }
+    if s.no_sweeper {
+        md.push_str(
+            "| daemon | **off** (`--no-sweeper`): no daemon ran, nothing was deleted |\n\n",
+        );
+        md.push_str(&no_sweeper_markdown(report));
+        return md;
     }
     md.push_str(&format!(
         "| daemon | index layout {}, poll {} ms, {} shards, delete mode {} |\n",
@@ -254,6 +283,29 @@ fn markdown(s: &Summary, m: &Measured) -> String {
     }
     if let Some(l) = &s.lambda {
         md.push_str(&lambda_markdown(l));
+    }
+    md
+}
+
+/// A run without a sweeper: what it is for (the application's writes) and what it cannot say.
+fn no_sweeper_markdown(report: &Report) -> String {
+    let mut md = format!(
+        "The sweeper was off: lag, throughput, the physical bound and items left behind are n/a (the {} expiring and backlog items planted stay, as nothing deletes them).\n",
+        report.counts.expected_deletions
+    );
+    match report.wrong.len() {
+        0 => md.push_str("\nWrong deletions: 0.\n"),
+        n => {
+            md.push_str(&format!(
+                "\nWrong deletions ({n}), though nothing ran that deletes:\n\n"
+            ));
+            for w in report.wrong.iter().take(20) {
+                md.push_str(&format!("- `{}`: {}\n", w.key, w.reason));
+            }
+        }
+    }
+    if let Some(app) = &report.app {
+        md.push_str(&app.to_markdown());
     }
     md
 }

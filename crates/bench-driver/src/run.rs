@@ -1,5 +1,6 @@
 //! One benchmark run, start to verdict.
 
+use crate::app::AppWriter;
 use crate::config::{BenchConfig, BenchIndex};
 use crate::crash_loop;
 use crate::daemon;
@@ -8,7 +9,7 @@ use crate::fleet::{Fleet, FleetPlan, fill_lags};
 use crate::items::ItemWriter;
 use crate::lambda::Function;
 use crate::lambda_run::{LambdaRun, fill_boundaries};
-use crate::load::{create_bare, create_blog_index, extend_ttls, put_all, scan_keys};
+use crate::load::{create_blog_index, create_table, extend_ttls, put_all, scan_keys};
 use crate::observe::{Observer, calibrate};
 use crate::plan;
 use crate::progress::{Event, Progress};
@@ -44,7 +45,7 @@ pub async fn run(
         }
     }
     let table = format!("precise-ttl-bench-{:08x}", fastrand::u32(..));
-    create_bare(dynamo, &table, &config.key_attribute).await?;
+    create_table(dynamo, &table, &config.key_attribute, config.provisioned).await?;
     let result = run_on(dynamo, endpoint, &table, config, progress).await;
     // Best effort: DynamoDB Local forgets them anyway when it stops.
     for name in [table.clone(), format!("{table}-checkpoints")] {
@@ -137,6 +138,20 @@ async fn run_on(
         late: clock.now() > first.saturating_sub(Duration::from_secs(1)),
     });
 
+    // The application writes from here to the end of the run. DynamoDB Local has no partitions
+    // the bound knows of.
+    let app = (config.app_writes_per_s > 0.0).then(|| {
+        AppWriter::start(
+            dynamo,
+            table,
+            items.clone(),
+            layout.shards.get(),
+            config.app_writes_per_s,
+            config.seed,
+            std::sync::Arc::new(|_: &str| None),
+        )
+    });
+
     let observer = Observer::start(dynamo, table).await?;
     let observer_delay_ms = calibrate(dynamo, table, &items, &observer).await?;
     progress.event(Event::Calibrated { observer_delay_ms });
@@ -148,9 +163,9 @@ async fn run_on(
         .saturating_add(config.grace);
     let give_up = judge_at.saturating_add(config.timeout);
     let run_started = clock.now();
-    let mut fleet = match config.lambda {
-        None => Some(start_fleet(config, table, endpoint, first.as_millis())?),
-        Some(_) => None,
+    let mut fleet = match (&config.lambda, config.no_sweeper) {
+        (None, false) => Some(start_fleet(config, table, endpoint, first.as_millis())?),
+        _ => None,
     };
     let mut lambda = config.lambda.clone().map(|plan| {
         LambdaRun::new(
@@ -172,7 +187,9 @@ async fn run_on(
             let removed = observer.removed_count()?;
             progress.event(Event::Removed { removed });
             let now = clock.now();
-            if now >= judge_at && (removed >= total || now >= give_up) {
+            // Without a sweeper nothing is cleared: the run lasts the load's span.
+            let done = removed >= total || config.no_sweeper;
+            if now >= judge_at && (done || now >= give_up) {
                 return Ok(());
             }
             if let Some(after) = config.stop_after
@@ -201,6 +218,9 @@ async fn run_on(
         if let Some(lambda) = lambda {
             lambda.finish().await;
         }
+        if let Some(app) = app {
+            let _ = app.stop().await;
+        }
         extender.abort();
         return Err(e);
     }
@@ -219,6 +239,10 @@ async fn run_on(
     };
     let mut lambda_report = match lambda {
         Some(lambda) => Some(lambda.finish().await),
+        None => None,
+    };
+    let app = match app {
+        Some(app) => Some(app.stop().await?),
         None => None,
     };
     let run_ended = clock.now();
@@ -240,20 +264,24 @@ async fn run_on(
         run_started_ms: run_started.as_millis(),
         run_ended_ms: run_ended.as_millis(),
         observer_error_ms: Some(observer_delay_ms),
-        // The bound goes by the faster of the two ways this run measured the store deleting.
-        capacity: raw.map(|r| precise_ttl_bench::StoreCapacity {
-            per_second: r.single_per_s.max(r.batch_per_s),
-            burst_items: 0.0,
-            floor_ms: 0.0,
-            source: "this run's faster raw delete rate (DeleteItem or PartiQL batch)".into(),
-            partition: None,
-        }),
+        // The bound goes by the faster of the two ways this run measured the store deleting
+        // (none without a sweeper: there is no lag to hold to it).
+        capacity: raw
+            .filter(|_| !config.no_sweeper)
+            .map(|r| precise_ttl_bench::StoreCapacity {
+                per_second: r.single_per_s.max(r.batch_per_s),
+                burst_items: 0.0,
+                floor_ms: 0.0,
+                source: "this run's faster raw delete rate (DeleteItem or PartiQL batch)".into(),
+                partition: None,
+            }),
         hot_shard: config.hot_shard_share.map(|_| 0),
         // The sweeper deletes in batches by default: its rate while behind is held to this.
         raw_batch_per_s: raw.map(|r| r.batch_per_s),
         // The extensions took the store's capacity as the deletes did; DynamoDB Local has no
         // partitions the bound knows of, so only its store-wide rate counts them.
         app_writes: extended.iter().map(|w| w.app_write(None)).collect(),
+        app,
     };
     let measured = Measured {
         load_seconds,

@@ -5,10 +5,11 @@
 //! time (the simulator's log, no stream) minus its TTL. The bound is that of the simulator's own
 //! capacity model: its limits, its burst credit and its latency.
 
+use crate::app::AppWriter;
 use crate::config::{BenchConfig, BenchIndex};
 use crate::error::BenchError;
 use crate::items::{Item, ItemWriter};
-use crate::load::{create_bare, extend_ttls, scan_keys};
+use crate::load::{create_table, extend_ttls, scan_keys};
 use crate::plan;
 use crate::progress::{Event, Progress};
 use crate::report::{BenchRun, Measured, summarize};
@@ -46,8 +47,10 @@ pub async fn run_simulated(
 /// sum, and its index partitions' sum (a shard value is one partition; each delete writes it).
 fn capacity(sim: &SimConfig, config: &BenchConfig) -> StoreCapacity {
     let l = &sim.limits;
-    let per_second = l
-        .total_wcu
+    // A provisioned table's limit is its provisioned units (the simulator caps its table-wide
+    // bucket there); its index gets the same from `setup`, so the table stays the tighter.
+    let table_wcu = config.provisioned.map_or(l.total_wcu, |p| p.write as f64);
+    let per_second = table_wcu
         .min(sim.table_partitions as f64 * l.partition_wcu)
         .min(f64::from(config.layout.shards.get()) * l.partition_wcu);
     let floor_ms = match sim.latency {
@@ -66,8 +69,13 @@ fn capacity(sim: &SimConfig, config: &BenchConfig) -> StoreCapacity {
         burst_items: per_second * l.burst_seconds,
         floor_ms,
         source: format!(
-            "the simulator: min(table {:.0}, {} partitions × {:.0}, {} shards × {:.0}) WCU/s, each item's table and index partition at {:.0} WCU/s, {:.2} s of burst credit, the median call's time to commit",
-            l.total_wcu,
+            "the simulator: min(table {:.0}{}, {} partitions × {:.0}, {} shards × {:.0}) WCU/s, each item's table and index partition at {:.0} WCU/s, {:.2} s of burst credit, the median call's time to commit",
+            table_wcu,
+            if config.provisioned.is_some() {
+                " provisioned"
+            } else {
+                ""
+            },
             sim.table_partitions,
             l.partition_wcu,
             config.layout.shards,
@@ -89,7 +97,7 @@ async fn run_on(
     let dynamo = Dynamo::local(&endpoint);
     let layout = &config.layout;
     let clock = SystemClock;
-    create_bare(&dynamo, TABLE, &config.key_attribute).await?;
+    create_table(&dynamo, TABLE, &config.key_attribute, config.provisioned).await?;
     let items = ItemWriter::new(&config.key_attribute, layout);
     // String TTLs before the index exists: DynamoDB refuses an index key of the wrong type.
     let t = clock.now();
@@ -126,26 +134,53 @@ async fn run_on(
         late: clock.now() > first.saturating_sub(Duration::from_secs(1)),
     });
 
+    let table_partition = move |key: &str| {
+        let hash = precise_ttl_sim::table::hash_key(&KeyValue::S(key.into()));
+        Some(precise_ttl_sim::table::partition_among(hash, table_partitions) as u32)
+    };
+    // The application writes from here to the end of the run.
+    let app = (config.app_writes_per_s > 0.0).then(|| {
+        AppWriter::start(
+            &dynamo,
+            TABLE,
+            items.clone(),
+            layout.shards.get(),
+            config.app_writes_per_s,
+            config.seed,
+            Arc::new(table_partition),
+        )
+    });
+
     let judge_at = first
         .saturating_add(config.spread)
         .saturating_add(config.grace);
     let give_up = judge_at.saturating_add(config.timeout);
     let run_started = clock.now();
-    let mut fleet = crate::run::start_fleet(config, TABLE, &endpoint, first.as_millis())?;
+    let mut fleet = match config.no_sweeper {
+        false => Some(crate::run::start_fleet(
+            config,
+            TABLE,
+            &endpoint,
+            first.as_millis(),
+        )?),
+        true => None,
+    };
     let extender = tokio::spawn(extend_ttls(
         dynamo.clone(),
         TABLE.to_string(),
         items.clone(),
         main.extensions,
     ));
-    let sampler = UsageSampler::start(fleet.first_pid().unwrap_or(0));
+    let sampler = UsageSampler::start(fleet.as_ref().and_then(|f| f.first_pid()).unwrap_or(0));
     progress.event(Event::Sweeping { expected: total });
     let watched = async {
         loop {
             let removed = simulator.deletion_count() as u64;
             progress.event(Event::Removed { removed });
             let now = clock.now();
-            if now >= judge_at && (removed >= total || now >= give_up) {
+            // Without a sweeper nothing is cleared: the run lasts the load's span.
+            let done = removed >= total || config.no_sweeper;
+            if now >= judge_at && (done || now >= give_up) {
                 return Ok(());
             }
             if let Some(after) = config.stop_after
@@ -153,19 +188,36 @@ async fn run_on(
             {
                 return Ok(());
             }
-            fleet.check_running()?;
-            fleet.tick(now.as_millis()).await?;
+            if let Some(fleet) = &mut fleet {
+                fleet.check_running()?;
+                fleet.tick(now.as_millis()).await?;
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     };
     let watched: Result<(), BenchError> = watched.await;
     if let Err(e) = watched {
-        let _ = fleet.stop(clock.now().as_millis()).await;
+        if let Some(fleet) = fleet {
+            let _ = fleet.stop(clock.now().as_millis()).await;
+        }
+        if let Some(app) = app {
+            let _ = app.stop().await;
+        }
         extender.abort();
         return Err(e);
     }
-    let units = fleet.capacity().await;
-    let (_, failed, shutdown) = fleet.stop(clock.now().as_millis()).await?;
+    let (units, failed, shutdown) = match fleet {
+        Some(fleet) => {
+            let units = fleet.capacity().await;
+            let (_, failed, shutdown) = fleet.stop(clock.now().as_millis()).await?;
+            (units, failed, shutdown)
+        }
+        None => (None, None, Duration::ZERO),
+    };
+    let app = match app {
+        Some(app) => Some(app.stop().await?),
+        None => None,
+    };
     let run_ended = clock.now();
     let usage = sampler.stop();
     progress.event(Event::SweepFinished);
@@ -183,10 +235,6 @@ async fn run_on(
         })
         .collect();
     let present_at_end = scan_keys(&dynamo, TABLE, &config.key_attribute).await?;
-    let table_partition = |key: &str| {
-        let hash = precise_ttl_sim::table::hash_key(&KeyValue::S(key.into()));
-        Some(precise_ttl_sim::table::partition_among(hash, table_partitions) as u32)
-    };
     for p in &mut planted {
         p.table_partition = table_partition(&p.key);
     }
@@ -204,12 +252,14 @@ async fn run_on(
         run_ended_ms: run_ended.as_millis(),
         // The simulator dates each delete itself: nothing stands between it and the log.
         observer_error_ms: Some(0.0),
-        capacity: Some(capacity),
+        // Without a sweeper there is no lag to hold to a bound.
+        capacity: (!config.no_sweeper).then_some(capacity),
         hot_shard: config.hot_shard_share.map(|_| 0),
         // No raw rate is measured on the simulator: its capacity is configured, and the bound
         // is held to it.
         raw_batch_per_s: None,
         app_writes,
+        app,
     };
     let measured = Measured {
         load_seconds,

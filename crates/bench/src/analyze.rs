@@ -66,6 +66,10 @@ pub struct Report {
     /// it never was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub behind: Option<crate::Behind>,
+    /// The application sharing the table (`bench --app-writes`): its writes, refusals and
+    /// latency; absent when it did not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<crate::AppReport>,
 }
 
 /// When the run happened.
@@ -283,9 +287,24 @@ pub fn analyze(inputs: &Inputs) -> Report {
     // second -> (deletions, lags clamped)
     let mut seconds: BTreeMap<i64, (u64, Vec<u64>)> = BTreeMap::new();
 
+    let app_prefix = inputs.app.as_ref().map(|a| a.key_prefix.as_str());
+    let mut app_deleted = 0u64;
     for r in &firsts {
         let second = (r.seen_ms - start).div_euclid(1000);
         let (ttl_ms, is_expire) = match planted.get(r.key.as_str()).copied() {
+            None if app_prefix.is_some_and(|p| r.key.starts_with(p)) => {
+                app_deleted += 1;
+                wrong.push(WrongDeletion {
+                    key: r.key.clone(),
+                    seen_ms: r.seen_ms,
+                    reason: "the application's item, written during the run (must survive)"
+                        .to_owned(),
+                    kind: WrongKind::Survivor {
+                        why: "application".to_owned(),
+                    },
+                });
+                continue;
+            }
             None => {
                 wrong.push(WrongDeletion {
                     key: r.key.clone(),
@@ -444,6 +463,12 @@ pub fn analyze(inputs: &Inputs) -> Report {
             _ => None,
         })
         .collect();
+    // Every write by others the store took: the bench's extensions and the application's
+    // accepted writes.
+    let mut others_writes = inputs.app_writes.clone();
+    if let Some(app) = &inputs.app {
+        others_writes.extend(app.attempts.iter().filter_map(crate::AppAttempt::as_write));
+    }
     // The perfect sweeper runs once, over the whole workload; each part's bound is the part of
     // its lags that belongs to the part's items.
     let perfect: Option<Vec<f64>> = inputs.capacity.as_ref().map(|capacity| {
@@ -454,9 +479,9 @@ pub fn analyze(inputs: &Inputs) -> Report {
                 partitions: [p.table_partition, p.shard.map(u32::from)],
             })
             .collect();
-        crate::bound::perfect_lags_by_item_with_writes(&expiring, &inputs.app_writes, capacity)
+        crate::bound::perfect_lags_by_item_with_writes(&expiring, &others_writes, capacity)
     });
-    let app_writes = inputs.app_writes.len() as u64;
+    let app_writes = others_writes.len() as u64;
     let with_writes = |mut b: crate::Bound| {
         b.app_writes = app_writes;
         b
@@ -514,6 +539,10 @@ pub fn analyze(inputs: &Inputs) -> Report {
         inputs.run_ended_ms,
         inputs.raw_batch_per_s,
     );
+    let app = inputs.app.as_ref().map(|load| {
+        let periods = crate::behind::periods(&due, start, inputs.run_ended_ms);
+        crate::app::app_report(load, app_deleted, &periods)
+    });
     let lag_points = thin(lag_points);
 
     Report {
@@ -537,6 +566,7 @@ pub fn analyze(inputs: &Inputs) -> Report {
         hot_shard,
         other_shards,
         behind,
+        app,
     }
 }
 
@@ -740,9 +770,9 @@ mod app_write_tests {
         assert_eq!(with.app_writes, 500);
         assert!(with.max_ms > without.max_ms + 400.0, "{with:?} {without:?}");
         assert!(
-            report
-                .to_markdown()
-                .contains("including the bench's 500 own writes during the run"),
+            report.to_markdown().contains(
+                "including 500 writes by others during the run (the bench's TTL extensions)"
+            ),
             "{}",
             report.to_markdown()
         );

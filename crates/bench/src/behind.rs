@@ -66,22 +66,7 @@ pub fn behind(
     run_ended_ms: i64,
     raw_batch_per_s: Option<f64>,
 ) -> Option<Behind> {
-    let mut late: Vec<(i64, i64)> = due
-        .iter()
-        .filter_map(|d| {
-            let from = (d.ttl_ms + BEHIND_AFTER_MS).max(run_started_ms);
-            let to = d.seen_ms.unwrap_or(run_ended_ms.max(from));
-            (to > from).then_some((from, to))
-        })
-        .collect();
-    late.sort_unstable();
-    let mut periods: Vec<(i64, i64)> = Vec::new();
-    for (from, to) in late {
-        match periods.last_mut() {
-            Some(last) if from <= last.1 => last.1 = last.1.max(to),
-            _ => periods.push((from, to)),
-        }
-    }
+    let periods = periods(due, run_started_ms, run_ended_ms);
     let (first, last) = (periods.first()?.0, periods.last()?.1);
     let mut deletions = deletions.to_vec();
     deletions.sort_unstable();
@@ -108,6 +93,28 @@ pub fn behind(
             _ => None,
         },
     })
+}
+
+/// The periods the sweeper was behind (see the module's definition), sorted and disjoint,
+/// `(from, to)` in epoch ms; empty when it never was.
+pub fn periods(due: &[Due], run_started_ms: i64, run_ended_ms: i64) -> Vec<(i64, i64)> {
+    let mut late: Vec<(i64, i64)> = due
+        .iter()
+        .filter_map(|d| {
+            let from = (d.ttl_ms + BEHIND_AFTER_MS).max(run_started_ms);
+            let to = d.seen_ms.unwrap_or(run_ended_ms.max(from));
+            (to > from).then_some((from, to))
+        })
+        .collect();
+    late.sort_unstable();
+    let mut periods: Vec<(i64, i64)> = Vec::new();
+    for (from, to) in late {
+        match periods.last_mut() {
+            Some(last) if from <= last.1 => last.1 = last.1.max(to),
+            _ => periods.push((from, to)),
+        }
+    }
+    periods
 }
 
 #[cfg(test)]

@@ -6,8 +6,8 @@
 //! of a second is due at once, so the last of them waits about (items per second) / capacity:
 //! no sweeper can do better, and a report states our lag as a ratio to this.
 //!
-//! The application's own writes during the run (the bench's TTL extensions, [`AppWrite`]) take
-//! the same capacity: each takes its write units from the buckets it writes at the instant it
+//! Writes by others during the run ([`AppWrite`]: the bench's TTL extensions and the accepted
+//! writes of the application sharing the table, `bench --app-writes`) take the same capacity: each takes its write units from the buckets it writes at the instant it
 //! was sent, ahead of the deletes waiting then, so the perfect sweeper meets the store as loaded
 //! as ours did. Conditional deletes that fail (an item whose TTL was just extended) cost a write
 //! unit on DynamoDB too, but a perfect sweeper never sends them: they are not counted.
@@ -53,8 +53,9 @@ pub struct Bound {
     pub ratio_p99: Option<f64>,
     /// Our max lag / the bound's max.
     pub ratio_max: Option<f64>,
-    /// The application's own writes during the run ([`AppWrite`]) the perfect sweeper shared
-    /// the store with: counted as capacity taken, ahead of its deletes.
+    /// The writes by others during the run ([`AppWrite`]) the perfect sweeper shared the store
+    /// with, counted as capacity taken ahead of its deletes: the bench's TTL extensions and the
+    /// application's accepted writes (`bench --app-writes`; refused ones took nothing).
     #[serde(default)]
     pub app_writes: u64,
 }
@@ -77,8 +78,8 @@ impl Expiring {
     }
 }
 
-/// A write of the application's own during the run (the bench extending a TTL): not an item with
-/// a lag, but capacity taken. It takes `units[0]` from the table-wide bucket and its table
+/// A write by others during the run (the bench extending a TTL, or the application sharing the
+/// table writing an item): not an item with a lag, but capacity taken. It takes `units[0]` from the table-wide bucket and its table
 /// partition's, and `units[1]` from its index partition's, at `at_ms`, the instant it was sent
 /// (the attempt the store accepted), ahead of any delete waiting then: the application's writes
 /// are not the sweeper's to reorder. The bucket may go below zero; the deletes then wait for it.

@@ -79,8 +79,13 @@ pub struct Inputs {
     /// yardstick of the deletion rate while behind ([`crate::Behind`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw_batch_per_s: Option<f64>,
-    /// The bench's own writes to the table during the run (TTL extensions of items that must
-    /// survive): the bound counts them as capacity taken ([`crate::AppWrite`]).
+    /// The bench's own writes to the table during the run besides the application's (TTL
+    /// extensions of items that must survive): the bound counts them as capacity taken
+    /// ([`crate::AppWrite`]), and the application's accepted writes ([`Inputs::app`]) with them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub app_writes: Vec<crate::AppWrite>,
+    /// The application sharing the table (`bench --app-writes`): its writes, reported under
+    /// [`crate::Report::app`]; `None` when it did not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<crate::AppLoad>,
 }

@@ -8,6 +8,7 @@
 //! only I/O is [`write_plot`], which writes the file it is asked to.
 
 pub mod analyze;
+pub mod app;
 pub mod behind;
 pub mod bound;
 pub mod input;
@@ -20,6 +21,7 @@ pub use analyze::{
     BacklogStats, Counts, HistBucket, LEFT_BEHIND_LISTED, LagPoint, LagStats, LeftBehind, Ramp,
     Report, RunInfo, SecondStats, Throughput, WrongDeletion, WrongKind, analyze,
 };
+pub use app::{AppAttempt, AppLoad, AppOutcome, AppReport, AppWindow, app_report};
 pub use behind::{BEHIND_AFTER_MS, Behind};
 pub use bound::{
     AppWrite, Bound, Expiring, PartitionLimit, StoreCapacity, bound, bound_of_lags,

@@ -57,12 +57,17 @@ impl Report {
         }
         if let Some(b) = &self.bound {
             let ratio = |r: Option<f64>| r.map_or("n/a".to_owned(), |r| format!("{r:.2}"));
-            // The bench's own writes took capacity the perfect sweeper then lacked: say so, so
-            // that a bound above the bare workload's is not read as a different store.
+            // Writes by others took capacity the perfect sweeper then lacked: say so, so that a
+            // bound above the bare workload's is not read as a different store.
             let app_writes = match b.app_writes {
                 0 => String::new(),
                 n => format!(
-                    "; including the bench's {n} own writes during the run (TTL extensions) as capacity taken ahead of the deletes"
+                    "; including {n} writes by others during the run (the bench's TTL extensions{}) as capacity taken ahead of the deletes",
+                    if self.app.is_some() {
+                        ", the application's accepted writes"
+                    } else {
+                        ""
+                    }
                 ),
             };
             rows.push((
@@ -154,6 +159,9 @@ impl Report {
                 let _ = write!(out, " … and {more} more");
             }
             out.push('\n');
+        }
+        if let Some(app) = &self.app {
+            out.push_str(&app.to_markdown());
         }
         out
     }

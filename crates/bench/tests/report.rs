@@ -58,6 +58,7 @@ fn inputs(planted: Vec<Planted>, removals: Vec<Removal>) -> Inputs {
         hot_shard: None,
         raw_batch_per_s: None,
         app_writes: Vec::new(),
+        app: None,
     }
 }
 

@@ -7,7 +7,8 @@ use crate::wiring::Outcome;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use precise_ttl_bench_driver::{
-    BenchConfig, BenchIndex, DaemonCommand, Event, FleetPlan, LambdaPlan, Progress, Revision,
+    BenchConfig, BenchIndex, DaemonCommand, Event, FleetPlan, LambdaPlan, Progress, Provisioned,
+    Revision,
 };
 use precise_ttl_dynamodb::{Dynamo, DynamoDbLocal};
 use std::io::IsTerminal;
@@ -131,6 +132,20 @@ pub async fn run(global: &Global, args: &BenchArgs) -> anyhow::Result<Outcome> {
         );
     }
     config.crash_loop = args.kill_every;
+    if !(args.app_writes.is_finite() && (0.0..=1_000_000.0).contains(&args.app_writes)) {
+        anyhow::bail!(
+            "--app-writes must be a rate from 0 (off) to 1000000 items/s, got {}",
+            args.app_writes
+        );
+    }
+    config.app_writes_per_s = args.app_writes;
+    config.no_sweeper = args.no_sweeper;
+    // Reads as many as writes: the final scan and the sweeper's index queries never wait on a
+    // read limit the run does not measure.
+    config.provisioned = args
+        .sim
+        .sim_provisioned_wcu
+        .map(|n| Provisioned { read: n, write: n });
     config.delete_mode = args.delete_mode.mode();
     config.argv = std::env::args().collect();
     // The checkout this binary was built from; an installed binary whose sources are gone
@@ -196,6 +211,9 @@ fn finish(result: precise_ttl_bench_driver::BenchRun, args: &BenchArgs) -> anyho
     println!("{}", result.markdown);
     println!("report: {}.{{json,md,svg}}", base.display());
     if !result.is_clean() {
+        if result.summary.no_sweeper {
+            anyhow::bail!("wrong deletions, though no sweeper ran (see the report)");
+        }
         anyhow::bail!("wrong deletions or items left behind (see the report)");
     }
     Ok(Outcome::Success)

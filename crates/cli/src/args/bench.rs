@@ -135,6 +135,25 @@ pub struct BenchArgs {
     #[arg(long, default_value = "16s", value_parser = crate::args::duration, requires = "lambda")]
     pub invocation_every: Duration,
 
+    /// Play the application sharing the table: from the end of loading to the end of the run,
+    /// write this many new items per second to random keys of the bench table, half with a TTL
+    /// a day ahead and a shard (so they land in the expiry index), half without a TTL; they land
+    /// on the same table and index partitions as the sweeper's deletes. One attempt each, no
+    /// retries: the report's `app` section counts the writes the store refused (throttled), other
+    /// errors, the accepted writes' latency, the refusals while the sweeper was behind, and the
+    /// rate achieved. The sweeper must never delete one (a deletion is a wrong deletion). Use it
+    /// to see what the sweeper costs the application, e.g. during a catch-up (--backlog); beside
+    /// --no-sweeper for the same without deletes (default: 0, no application)
+    #[arg(long, value_name = "RATE", default_value_t = 0.0)]
+    pub app_writes: f64,
+
+    /// Start no daemon: plant the same load and run the application (--app-writes), but delete
+    /// nothing, so the application's refusals can be compared with and without the sweeper. The
+    /// run lasts until the last TTL plus --grace; lag and items left behind are not judged (n/a),
+    /// and the report says the sweeper was off
+    #[arg(long, conflicts_with_all = ["workers", "lambda", "kill_every", "stop_after"])]
+    pub no_sweeper: bool,
+
     #[command(flatten)]
     pub sim: SimArgs,
 }
@@ -178,6 +197,15 @@ pub struct SimArgs {
     /// physical bound counts it too)
     #[arg(long, default_value_t = 0.1, requires = "simulated")]
     pub sim_burst_seconds: f64,
+
+    /// Simulator: create the bench table with provisioned capacity, N write units per second
+    /// (and N read units), instead of on demand: the table's write limit is then N, in place of
+    /// --sim-table-wcu, and the refusals are ProvisionedThroughputExceededException as on a
+    /// provisioned table. Partitions still come from --sim-partitions and --sim-partition-wcu.
+    /// `setup` gives the expiry index the table's capacity (default: on demand)
+    #[arg(long, value_name = "N", requires = "simulated",
+          value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub sim_provisioned_wcu: Option<u64>,
 }
 
 impl SimArgs {
