@@ -77,6 +77,14 @@ async fn run_on(
     let options = SetupOptions {
         native_ttl: false, // DynamoDB Local would delete too: we measure our deletes only.
         poll_interval: Duration::from_millis(100),
+        // A provisioned bench table: the index gets the table's capacity, as the bench's
+        // partitions are modelled alike (setup asks for the choice to be explicit).
+        index_capacity: config
+            .provisioned
+            .map(|p| precise_ttl_dynamodb::setup::IndexCapacity {
+                read: p.read as i64,
+                write: p.write as i64,
+            }),
         ..SetupOptions::default()
     };
     match &config.index {

@@ -107,6 +107,14 @@ async fn run_on(
     let options = SetupOptions {
         native_ttl: false,
         poll_interval: Duration::from_millis(50),
+        // A provisioned bench table: the index gets the table's capacity, as the bench's
+        // partitions are modelled alike (setup asks for the choice to be explicit).
+        index_capacity: config
+            .provisioned
+            .map(|p| precise_ttl_dynamodb::setup::IndexCapacity {
+                read: p.read as i64,
+                write: p.write as i64,
+            }),
         ..SetupOptions::default()
     };
     setup::setup(&dynamo, TABLE, layout, &options).await?;
