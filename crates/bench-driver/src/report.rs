@@ -18,6 +18,37 @@ pub struct CapacityPerItem {
     pub query: f64,
     pub delete: f64,
     pub total: f64,
+    /// What a million expirations cost at these units, at AWS's list prices
+    /// (`precise_ttl_core::capacity`).
+    pub cost_per_million: CostPerMillion,
+}
+
+/// Dollars per million expirations, from the measured units per item.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CostPerMillion {
+    pub region: &'static str,
+    /// Every unit billed as consumed (on-demand table).
+    pub on_demand_usd: f64,
+    /// A provisioned table consumed at exactly its provisioned rate: the floor.
+    pub provisioned_floor_usd: f64,
+}
+
+impl CapacityPerItem {
+    /// Query units are read units, delete units write units (the table's and its index's).
+    pub fn new(query: f64, delete: f64) -> Self {
+        let prices = precise_ttl_core::capacity::US_EAST_1;
+        let cost = prices.per_million(delete, query);
+        CapacityPerItem {
+            query,
+            delete,
+            total: query + delete,
+            cost_per_million: CostPerMillion {
+                region: prices.region,
+                on_demand_usd: cost.on_demand,
+                provisioned_floor_usd: cost.provisioned_floor,
+            },
+        }
+    }
 }
 
 /// The benchmark JSON. Field names are what README figures and earlier artifacts quote.
@@ -160,11 +191,9 @@ pub(crate) fn summarize(
         sweeper_cpu_seconds: m.usage.cpu_seconds,
         sweeper_shutdown_ms: m.shutdown_ms,
         sweeper_peak_rss_mb: m.usage.peak_rss_kb as f64 / 1024.0,
-        capacity_units_per_deleted_item: m.capacity.map(|(q, d)| CapacityPerItem {
-            query: q / deleted,
-            delete: d / deleted,
-            total: (q + d) / deleted,
-        }),
+        capacity_units_per_deleted_item: m
+            .capacity
+            .map(|(q, d)| CapacityPerItem::new(q / deleted, d / deleted)),
         report,
         fleet,
         lambda,
@@ -260,6 +289,11 @@ fn markdown(s: &Summary, m: &Measured) -> String {
         md.push_str(&format!(
             "| capacity per deleted item | {:.3} (query {:.3} + delete {:.3}), as the store reports it |\n",
             c.total, c.query, c.delete
+        ));
+        let cost = &c.cost_per_million;
+        md.push_str(&format!(
+            "| cost per million expirations | ${:.2} on demand, ${:.2} provisioned at full use ({} list prices, precise_ttl_core::capacity) |\n",
+            cost.on_demand_usd, cost.provisioned_floor_usd, cost.region
         ));
     }
     if m.raw.is_some() || m.observer_delay_ms > 0.0 {

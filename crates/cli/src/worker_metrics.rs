@@ -47,6 +47,11 @@ pub struct Admission {
     /// units of deletes.
     pub read_units_per_second: Option<f64>,
     pub write_units_per_second: Option<f64>,
+    /// `precise_ttl_capacity_centiunits_total` by `op`, in units, and `precise_ttl_deleted_total`:
+    /// what the worker's deletes cost so far.
+    pub read_units_total: Option<f64>,
+    pub write_units_total: Option<f64>,
+    pub deleted_total: Option<f64>,
     /// `precise_ttl_shard_rate_limit` by `shard`: items/s, 0 once lifted; in shard order.
     pub shard_rate_limits: Vec<(String, f64)>,
     /// `precise_ttl_throttled_deletes_total` by `scope`, summed over any other labels.
@@ -56,7 +61,14 @@ pub struct Admission {
 impl Admission {
     /// Whether the page had any of the families (a worker of an older version has none).
     pub fn is_empty(&self) -> bool {
-        *self == Admission::default()
+        // The deletes and capacity counters are older than admission: a page with only them is
+        // still an older worker's.
+        Admission {
+            read_units_total: None,
+            write_units_total: None,
+            deleted_total: None,
+            ..self.clone()
+        } == Admission::default()
     }
 
     /// The shards under a limit now (a lifted one keeps its series, at 0).
@@ -106,6 +118,17 @@ impl Admission {
                 or_missing(self.read_units_per_second.map(|u| number((u * 10.0).round() / 10.0))),
             ));
         }
+        if let Some(cost) = self.cost_per_million() {
+            lines.push(format!(
+                "cost per million expirations so far: ${:.2} on demand, ${:.2} provisioned at full use ({} list prices; {} deletes, {:.3} write + {:.3} read units each)",
+                cost.0.on_demand,
+                cost.0.provisioned_floor,
+                precise_ttl_core::capacity::US_EAST_1.region,
+                number(self.deleted_total.unwrap_or(0.0)),
+                cost.1,
+                cost.2,
+            ));
+        }
         let limited: Vec<String> = self
             .limited()
             .map(|(shard, rate)| format!("{shard} at {} items/s", number(*rate)))
@@ -141,6 +164,19 @@ impl Admission {
         lines
     }
 
+    /// What a million expirations cost at this worker's units per delete so far, with the write
+    /// and read units per delete (`None` before its first delete, or on an older worker).
+    fn cost_per_million(&self) -> Option<(precise_ttl_core::capacity::CostPerMillion, f64, f64)> {
+        let deleted = self.deleted_total.filter(|d| *d > 0.0)?;
+        let write = self.write_units_total? / deleted;
+        let read = self.read_units_total.unwrap_or(0.0) / deleted;
+        Some((
+            precise_ttl_core::capacity::US_EAST_1.per_million(write, read),
+            write,
+            read,
+        ))
+    }
+
     /// The scopes in [`SCOPES`] order, then any other the worker named, alphabetically.
     fn scopes(&self) -> impl Iterator<Item = (&str, f64)> {
         let known = SCOPES
@@ -164,6 +200,13 @@ impl Admission {
             "backlog_rate_limit": self.backlog_rate_limit,
             "write_units_per_second": self.write_units_per_second,
             "read_units_per_second": self.read_units_per_second,
+            "cost_per_million_expirations": self.cost_per_million().map(|(c, w, r)| serde_json::json!({
+                "region": precise_ttl_core::capacity::US_EAST_1.region,
+                "on_demand_usd": c.on_demand,
+                "provisioned_floor_usd": c.provisioned_floor,
+                "write_units_per_delete": w,
+                "read_units_per_delete": r,
+            })),
             "shard_rate_limits": self
                 .limited()
                 .map(|(s, r)| (s.clone(), serde_json::json!(r)))
@@ -227,6 +270,17 @@ pub fn parse(page: &str) -> Admission {
             n if n == m::TABLE_RATE_LIMIT => admission.table_rate_limit = Some(sample.value),
             n if n == m::LANES_LIMITED => admission.shards_limited = Some(sample.value),
             n if n == m::BACKLOG_RATE_LIMIT => admission.backlog_rate_limit = Some(sample.value),
+            n if n == m::DELETED => {
+                *admission.deleted_total.get_or_insert(0.0) += sample.value;
+            }
+            n if n == m::CAPACITY_UNITS => {
+                let slot = match sample.label("op") {
+                    Some("query") => &mut admission.read_units_total,
+                    Some("delete") => &mut admission.write_units_total,
+                    _ => continue,
+                };
+                *slot.get_or_insert(0.0) += sample.value / 100.0;
+            }
             n if n == m::CAPACITY_UNITS_PER_SECOND => match sample.label("op") {
                 Some("query") => admission.read_units_per_second = Some(sample.value),
                 Some("delete") => admission.write_units_per_second = Some(sample.value),
@@ -477,6 +531,20 @@ mod budget_tests {
             "{lines:?}"
         );
         assert_eq!(a.to_json()["write_units_per_second"], 4000.0);
+        let with_deletes = parse(&format!(
+            "{page}precise_ttl_deleted_total 1000\nprecise_ttl_capacity_centiunits_total{{op=\"query\"}} 1300\n"
+        ));
+        // 1,234.56 write units and 13 read units for 1,000 deletes.
+        let line = with_deletes
+            .describe()
+            .into_iter()
+            .find(|l| l.starts_with("cost per million"))
+            .unwrap();
+        assert!(line.contains("$0.77 on demand"), "{line}");
+        assert!(
+            line.contains("1.235 write + 0.013 read units each"),
+            "{line}"
+        );
         let off = parse("precise_ttl_backlog_rate_limit 0\n");
         assert!(
             off.describe()
