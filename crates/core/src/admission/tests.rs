@@ -361,7 +361,7 @@ fn the_backlog_keeps_to_its_budget_and_on_time_items_do_not() {
 }
 
 #[test]
-fn a_refusal_halves_the_backlog_before_on_time_items_are_slowed() {
+fn a_refusal_cuts_the_backlog_before_on_time_items_are_slowed() {
     let mut s = settings();
     s.backlog_ceiling = Some(1_000.0);
     let mut a = Admission::new(1, s, 1);
@@ -375,7 +375,8 @@ fn a_refusal_halves_the_backlog_before_on_time_items_are_slowed() {
         i.id == 1 && !refused_once.replace(true)
     });
     assert_eq!(on_time, vec![1]);
-    assert_eq!(a.snapshot().backlog_rate, Some(500.0));
-    let (_, backlog) = drive(&mut a, 10_600, 11_600, |_| false);
-    assert!((480..=530).contains(&backlog.len()), "{}", backlog.len());
+    assert_eq!(a.snapshot().backlog_rate, Some(750.0));
+    // Held for a second after the cut (at 10,500).
+    let (_, backlog) = drive(&mut a, 10_600, 11_500, |_| false);
+    assert!((660..=700).contains(&backlog.len()), "{}", backlog.len());
 }
