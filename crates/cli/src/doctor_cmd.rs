@@ -197,14 +197,14 @@ pub async fn run(global: &Global, args: &DoctorArgs) -> anyhow::Result<Outcome> 
         let now = dynamo.store_clock.now();
         let until = now.saturating_add(capacity::RATE_WINDOW);
         for shard in layout.shards.all() {
-            let count = capacity::count_due_soon(
+            let count = precise_ttl_dynamodb::status::count_between(
                 &dynamo,
                 table,
                 &layout,
                 shard,
                 now,
                 until,
-                args.rate_pages,
+                Some(args.rate_pages),
             )
             .await?;
             upcoming.push(count.due);

@@ -6,6 +6,7 @@
 
 use crate::connect::Dynamo;
 use crate::error::store_error;
+pub use crate::setup::capacity::DueCount;
 use aws_sdk_dynamodb::types::{AttributeValue, Select};
 use precise_ttl_core::{DueWindow, Expiry, Shard, Timestamp, TtlLayout};
 use precise_ttl_engine::StoreError;
@@ -50,30 +51,33 @@ pub async fn upcoming(
     now: Timestamp,
 ) -> Result<u64, StoreError> {
     let from = DueWindow::at(now).until;
-    count_between(
-        dynamo,
-        table,
-        layout,
-        shard,
-        from,
-        now.saturating_add(UPCOMING),
-    )
-    .await
+    let to = now.saturating_add(UPCOMING);
+    Ok(count_between(dynamo, table, layout, shard, from, to, None)
+        .await?
+        .due)
 }
 
-/// Items of `shard` whose TTL is between `from` and `to`, both included. COUNT is paged by 1 MB
-/// too, so the pages are followed.
-async fn count_between(
+/// Items of `shard` whose TTL is between `from` and `to`, both included (Select COUNT). COUNT
+/// is paged by 1 MB too: the pages are followed, `max_pages` at most (`None`: all). Each page
+/// reads up to 1 MB of the index (at most 128 read units, half a unit when the range is
+/// empty), so a cap bounds the cost whatever is due; a count stopped by it is `capped`, a lower
+/// bound.
+pub async fn count_between(
     dynamo: &Dynamo,
     table: &str,
     layout: &TtlLayout,
     shard: Shard,
     from: Timestamp,
     to: Timestamp,
-) -> Result<u64, StoreError> {
-    let mut n = 0u64;
+    max_pages: Option<u64>,
+) -> Result<DueCount, StoreError> {
+    let mut count = DueCount::default();
     let mut start = None;
     loop {
+        if max_pages.is_some_and(|max| count.pages >= max.max(1)) {
+            count.capped = true;
+            return Ok(count);
+        }
         let out = dynamo
             .query
             .query()
@@ -90,10 +94,11 @@ async fn count_between(
             .send()
             .await
             .map_err(|e| store_error("Query", e))?;
-        n += out.count.max(0) as u64;
+        count.pages += 1;
+        count.due += out.count.max(0) as u64;
         start = out.last_evaluated_key;
         if start.is_none() {
-            return Ok(n);
+            return Ok(count);
         }
     }
 }
@@ -124,7 +129,17 @@ pub async fn shard_status(
     let oldest = AttributeValue::N(window.oldest.to_epoch_seconds_text());
     let until = AttributeValue::N(window.until.to_epoch_seconds_text());
 
-    let due = count_between(dynamo, table, layout, shard, window.oldest, window.until).await?;
+    let due = count_between(
+        dynamo,
+        table,
+        layout,
+        shard,
+        window.oldest,
+        window.until,
+        None,
+    )
+    .await?
+    .due;
     let upcoming = upcoming(dynamo, table, layout, shard, now).await?;
     let ttl_of = |items: &[HashMap<String, AttributeValue>]| -> Vec<Timestamp> {
         items

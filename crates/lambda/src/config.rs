@@ -240,6 +240,36 @@ mod tests {
     }
 
     #[test]
+    fn the_backlog_budget_is_run_s_and_follows_the_table() {
+        use precise_ttl_core::capacity::WriteCapacity;
+        let env = map(&[("PRECISE_TTL_TABLE", "sessions")]);
+        let c = LambdaConfig::resolve(&env, &BTreeMap::new()).unwrap();
+        assert_eq!(
+            c.daemon_for(WriteCapacity::Provisioned(1_000))
+                .backlog_ceiling,
+            Some(500.0)
+        );
+        let c = LambdaConfig::resolve(
+            &env,
+            &map(&[("backlog-budget", "0.25"), ("table-write-capacity", "8000")]),
+        )
+        .unwrap();
+        assert_eq!(
+            c.daemon_for(WriteCapacity::OnDemandDefault).backlog_ceiling,
+            Some(2_000.0)
+        );
+        let c = LambdaConfig::resolve(&env, &map(&[("backlog-budget", "off")])).unwrap();
+        assert_eq!(
+            c.daemon_for(WriteCapacity::OnDemandDefault).backlog_ceiling,
+            None
+        );
+        for (name, bad) in [("backlog-budget", "2"), ("table-write-capacity", "0")] {
+            let e = LambdaConfig::resolve(&env, &map(&[(name, bad)])).unwrap_err();
+            assert!(matches!(e, ConfigError::Invalid { .. }), "{e}");
+        }
+    }
+
+    #[test]
     fn the_environment_uses_the_cli_names_and_the_event_overrides_it() {
         let env = map(&[
             ("PRECISE_TTL_TABLE", "sessions"),

@@ -6,13 +6,13 @@
 //! used to copy the table's full capacity, which can double the provisioned cost, and an index
 //! whose writes fall short throttles the table's writes (GSI back-pressure). So the capacity is
 //! an explicit choice, and this module has the arithmetic behind the figures suggested for it.
-//! Everything here but [`describe_index_capacity`] and [`count_due_soon`] is pure.
+//! Everything here but [`describe_index_capacity`] is pure; the count of items due soon is
+//! [`crate::status::count_between`] with a page cap.
 
 use crate::connect::Dynamo;
 use crate::error::{AdapterError, again_if_transient};
 use crate::table::TableShape;
-use aws_sdk_dynamodb::types::{AttributeValue, Select};
-use precise_ttl_core::{Shard, Timestamp, TtlLayout};
+use precise_ttl_core::TtlLayout;
 use std::time::Duration;
 
 /// Index writes per expiring item: its insert into the index and its delete, one write unit
@@ -255,62 +255,6 @@ pub async fn describe_index_capacity(
         })
         // An on-demand table's indexes report 0 and 0 where the billing mode is not given.
         .filter(|c| c.read > 0 || c.write > 0))
-}
-
-/// Counts the index's items of `shard` with a TTL in `[from, to]` (Select COUNT), reading at
-/// most `max_pages` pages: each page reads up to 1 MB of the index (at most 128 read units,
-/// half a unit when the range is empty), so the cost is bounded whatever is due.
-pub async fn count_due_soon(
-    dynamo: &Dynamo,
-    table: &str,
-    layout: &TtlLayout,
-    shard: Shard,
-    from: Timestamp,
-    to: Timestamp,
-    max_pages: u64,
-) -> Result<DueCount, AdapterError> {
-    let endpoint = dynamo.describe_endpoint();
-    let mut count = DueCount::default();
-    let mut start = None;
-    while count.pages < max_pages.max(1) {
-        let out = again_if_transient(&backoff(), || {
-            let start = start.clone();
-            let endpoint = &endpoint;
-            async move {
-                dynamo
-                    .query
-                    .query()
-                    .table_name(table)
-                    .index_name(&layout.index_name)
-                    .key_condition_expression("#shard = :shard AND #ttl BETWEEN :from AND :to")
-                    .expression_attribute_names("#shard", &layout.shard_attribute)
-                    .expression_attribute_names("#ttl", &layout.ttl_attribute)
-                    .expression_attribute_values(":shard", AttributeValue::N(shard.0.to_string()))
-                    .expression_attribute_values(
-                        ":from",
-                        AttributeValue::N(from.to_epoch_seconds_text()),
-                    )
-                    .expression_attribute_values(
-                        ":to",
-                        AttributeValue::N(to.to_epoch_seconds_text()),
-                    )
-                    .select(Select::Count)
-                    .set_exclusive_start_key(start)
-                    .send()
-                    .await
-                    .map_err(|e| AdapterError::from_sdk("Query", endpoint, e))
-            }
-        })
-        .await?;
-        count.pages += 1;
-        count.due += out.count.max(0) as u64;
-        start = out.last_evaluated_key;
-        if start.is_none() {
-            return Ok(count);
-        }
-    }
-    count.capped = true;
-    Ok(count)
 }
 
 fn backoff() -> precise_ttl_core::Backoff {
