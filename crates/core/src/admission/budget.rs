@@ -22,9 +22,9 @@ use std::time::Duration;
 /// The share of the rate a refusal leaves (multiplicative decrease). A refusal means some
 /// partition is full and the application's writes there are refused too. Chosen on the
 /// simulator with the application at half the table (docs/benchmarks.md, "A good neighbour"):
-/// halving at each refusal kept the application's refusals at 0.003 % but left the backlog at
-/// 0.72 × the capacity left to it; a quarter off at each kept them at 0.005 % and cleared it at
-/// 0.89 ×.
+/// halving at each refusal cleared the backlog at little more than half the capacity the
+/// application leaves; a quarter off kept the application's refusals well under the 0.1 % aimed
+/// at and cleared it a quarter faster.
 const CUT: f64 = 0.75;
 /// After a cut, the rate does not grow for this long: refusals of requests already in flight
 /// answer the same excess, and a cut only counts once per hold.
