@@ -29,9 +29,12 @@ const CUT: f64 = 0.75;
 /// After a cut, the rate does not grow for this long: refusals of requests already in flight
 /// answer the same excess, and a cut only counts once per hold.
 const HOLD: Duration = Duration::from_secs(1);
-/// Each second after the hold, the rate grows by this share of the ceiling (additive increase):
-/// back from a cut at the ceiling in about 9 s, so probes past the refusal point are a few a
-/// minute at most.
+/// Each second after the hold, the rate grows by this share of the rate it was cut from (additive
+/// increase; of the ceiling before any cut): back in about 9 s, so probes past the refusal point
+/// are a few a minute at most. The step follows where refusals were met, not the ceiling: on an
+/// on-demand table without a maximum the ceiling is half of AWS's default 40,000/s, far above
+/// what the table's partitions may take, and a step of the ceiling would overshoot at every
+/// probe.
 const GROWTH: f64 = 0.03;
 /// Tokens the budget may spend at once: about one request at the rates worth budgeting.
 const BURST: Duration = Duration::from_millis(20);
@@ -46,6 +49,8 @@ pub struct BacklogBudget {
     tokens: f64,
     refilled: Option<Timestamp>,
     last_cut: Option<Timestamp>,
+    /// The rate the last cut was made from: where refusals were met.
+    cut_from: Option<f64>,
     cuts: u64,
 }
 
@@ -59,6 +64,7 @@ impl BacklogBudget {
             tokens: 0.0,
             refilled: None,
             last_cut: None,
+            cut_from: None,
             cuts: 0,
         }
     }
@@ -92,6 +98,7 @@ impl BacklogBudget {
         {
             return;
         }
+        self.cut_from = Some(self.rate);
         self.rate = (self.rate * CUT).max(MIN_BACKLOG_RATE);
         self.tokens = self.tokens.min(self.burst());
         self.last_cut = Some(now);
@@ -142,7 +149,8 @@ impl BacklogBudget {
             .map(|t| t.saturating_add(HOLD))
             .map_or(last, |t| t.max(last));
         let growing = now.millis_since(growing_since).max(0) as f64 / 1000.0;
-        self.rate = (self.rate + growing * GROWTH * ceiling).min(ceiling);
+        let step = GROWTH * self.cut_from.unwrap_or(ceiling);
+        self.rate = (self.rate + growing * step).min(ceiling);
         self.tokens = (self.tokens + elapsed * self.rate).min(self.burst());
     }
 }
@@ -201,6 +209,27 @@ mod tests {
         sent(&mut b, 8_000, 60_000);
         assert_eq!(b.rate(), Some(2_000.0));
         assert_eq!(b.cuts(), 1);
+    }
+
+    #[test]
+    fn growth_follows_where_refusals_were_met_not_a_far_ceiling() {
+        // On demand without a maximum: a ceiling of 20,000/s, refusals near 4,000/s.
+        let mut b = BacklogBudget::new(Some(20_000.0));
+        let mut t = 0;
+        while b.rate().unwrap() > 4_000.0 {
+            b.refused(at(t));
+            t += 1_000;
+        }
+        let cut_from = b.cut_from.unwrap();
+        b.refused(at(t));
+        let after_cut = b.rate().unwrap();
+        assert_eq!(after_cut, b.cut_from.unwrap() * CUT);
+        // Held 1 s, then +3 % of the rate it was cut from, per second: not 600/s.
+        sent(&mut b, t, t + 6_000);
+        let grown = b.rate().unwrap() - after_cut;
+        let step = 0.03 * b.cut_from.unwrap();
+        assert!((grown - 5.0 * step).abs() < step * 0.1, "{grown} {step}");
+        assert!(cut_from > b.cut_from.unwrap());
     }
 
     #[test]
