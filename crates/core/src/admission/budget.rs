@@ -36,6 +36,11 @@ const HOLD: Duration = Duration::from_secs(1);
 /// what the table's partitions may take, and a step of the ceiling would overshoot at every
 /// probe.
 const GROWTH: f64 = 0.03;
+/// The share of the ceiling the budget starts at, growing from there as after a cut (slow start):
+/// a catch-up that began at the ceiling would meet the application's writes with its whole
+/// excess at once, where the ceiling is far above what the partitions take (an on-demand table
+/// without a maximum: half of AWS's default 40,000/s), and cut after cut to come down.
+const START: f64 = 0.25;
 /// Tokens the budget may spend at once: about one request at the rates worth budgeting.
 const BURST: Duration = Duration::from_millis(20);
 /// Never below this (items/s): the backlog keeps moving, and keeps probing.
@@ -60,7 +65,7 @@ impl BacklogBudget {
         let ceiling = ceiling.map(|c| c.max(MIN_BACKLOG_RATE));
         BacklogBudget {
             ceiling,
-            rate: ceiling.unwrap_or(f64::INFINITY),
+            rate: ceiling.map_or(f64::INFINITY, |c| (c * START).max(MIN_BACKLOG_RATE)),
             tokens: 0.0,
             refilled: None,
             last_cut: None,
@@ -184,29 +189,34 @@ mod tests {
     }
 
     #[test]
-    fn the_ceiling_holds_without_refusals() {
+    fn it_starts_at_a_quarter_and_grows_to_the_ceiling_without_refusals() {
         let mut b = BacklogBudget::new(Some(2_000.0));
-        let n = sent(&mut b, 0, 10_000);
-        // 10 s at 2,000/s, give or take the burst.
+        // The first second: from 500/s, +60/s each second.
+        let first = sent(&mut b, 0, 1_000);
+        assert!((500..=560).contains(&first), "{first}");
+        // At the ceiling after 25 s; then 10 s at 2,000/s, give or take the burst.
+        sent(&mut b, 1_000, 30_000);
+        let n = sent(&mut b, 30_000, 40_000);
         assert!((19_900..=20_100).contains(&n), "{n}");
     }
 
     #[test]
     fn a_refusal_cuts_the_rate_holds_it_and_it_grows_back() {
         let mut b = BacklogBudget::new(Some(2_000.0));
-        sent(&mut b, 0, 1_000);
-        b.refused(at(1_000));
+        sent(&mut b, 0, 30_000);
+        assert_eq!(b.rate(), Some(2_000.0));
+        b.refused(at(30_000));
         assert_eq!(b.rate(), Some(1_500.0));
         // Refusals within the hold answer the old rate: no second cut.
-        b.refused(at(1_500));
+        b.refused(at(30_500));
         assert_eq!(b.rate(), Some(1_500.0));
-        let held = sent(&mut b, 1_000, 2_000);
+        let held = sent(&mut b, 30_000, 31_000);
         assert!((1_450..=1_550).contains(&held), "{held}");
-        // After the hold, +3 % of the ceiling (60/s) per second.
-        sent(&mut b, 2_000, 7_000);
+        // After the hold, +3 % of the rate it was cut from (60/s) per second.
+        sent(&mut b, 31_000, 36_000);
         let rate = b.rate().unwrap();
         assert!((1_790.0..=1_810.0).contains(&rate), "{rate}");
-        sent(&mut b, 8_000, 60_000);
+        sent(&mut b, 36_000, 90_000);
         assert_eq!(b.rate(), Some(2_000.0));
         assert_eq!(b.cuts(), 1);
     }
