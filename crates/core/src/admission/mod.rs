@@ -31,6 +31,7 @@
 
 pub mod budget;
 pub mod lane;
+mod share;
 pub mod table;
 #[cfg(test)]
 mod tests;
@@ -41,6 +42,7 @@ use crate::throttle::ThrottleScope;
 use crate::time::Timestamp;
 use budget::BacklogBudget;
 use lane::LaneLimit;
+use share::Share;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 use table::TableRate;
@@ -50,15 +52,6 @@ pub const BACKLOG_QUEUE_TIME: Duration = Duration::from_millis(50);
 /// A burst of timeouts from requests already in flight is one signal: the requests in flight
 /// are cut at most once per this.
 const TABLE_CUT_COOLDOWN: Duration = Duration::from_millis(200);
-/// The half-life of the refusal shares that attribute refusals of unknown scope.
-const SHARE_HALF_LIFE_MS: f64 = 500.0;
-/// Refusals of unknown scope are taken for one lane's index partition when that lane's recent
-/// refused share is at least this, and [`HOT_LANE_FACTOR`] times the other lanes' share, over at
-/// least [`HOT_LANE_MIN_REFUSALS`] refusals: an index partition refuses its own lane's keys only,
-/// a table partition the keys hashed to it, from every lane alike.
-const HOT_LANE_SHARE: f64 = 0.2;
-const HOT_LANE_FACTOR: f64 = 3.0;
-const HOT_LANE_MIN_REFUSALS: f64 = 3.0;
 
 /// An item admission schedules: it knows its lane and its expiry.
 pub trait Ticket {
@@ -146,35 +139,6 @@ pub struct Snapshot {
 }
 
 type Key = (Class, Expiry, u64);
-
-/// Items sent and refused recently (exponentially decayed).
-#[derive(Debug, Clone, Copy, Default)]
-struct Share {
-    sent: f64,
-    refused: f64,
-    at: Option<Timestamp>,
-}
-
-impl Share {
-    fn add(&mut self, now: Timestamp, sent: f64, refused: f64) {
-        if let Some(at) = self.at {
-            let decay = 0.5f64.powf(now.millis_since(at).max(0) as f64 / SHARE_HALF_LIFE_MS);
-            self.sent *= decay;
-            self.refused *= decay;
-        }
-        self.at = Some(now);
-        self.sent += sent;
-        self.refused += refused;
-    }
-
-    fn ratio(&self) -> f64 {
-        if self.sent > 0.0 {
-            self.refused / self.sent
-        } else {
-            0.0
-        }
-    }
-}
 
 /// The first key of `class`.
 fn class_start(class: Class) -> Key {
@@ -463,19 +427,8 @@ impl<T: Ticket> Admission<T> {
                 continue;
             }
             // Refusals with no scope given (a batch statement's): one lane's index partition when
-            // that lane is refused far more than the others.
-            let others_sent = (self.share.sent - state.share.sent).max(0.0);
-            let others_refused = (self.share.refused - state.share.refused).max(0.0);
-            let others = if others_sent > 0.0 {
-                others_refused / others_sent
-            } else {
-                0.0
-            };
-            let ratio = state.share.ratio();
-            if state.share.refused >= HOT_LANE_MIN_REFUSALS
-                && ratio >= HOT_LANE_SHARE
-                && ratio >= HOT_LANE_FACTOR * others
-            {
+            // that lane is refused far more than the others ([`share`]).
+            if state.share.is_hot_lane(&self.share) {
                 state.limit.refused(now);
             } else {
                 // Spread over the lanes: the table's partitions'.
