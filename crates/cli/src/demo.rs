@@ -35,6 +35,10 @@ const SURVIVORS: &[(&str, &str)] = &[
     ),
 ];
 
+/// When the "extended" item is due, from the demo's start; its writer extends it a second
+/// before.
+const EXTENDED_DUE: Duration = Duration::from_secs(4);
+
 pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
     let layout = global.layout()?;
     let mut _local = None;
@@ -110,10 +114,7 @@ pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
     items.push(item(
         &layout,
         "extended",
-        Some(
-            t0.saturating_add(Duration::from_secs(3))
-                .to_epoch_seconds_text(),
-        ),
+        Some(t0.saturating_add(EXTENDED_DUE).to_epoch_seconds_text()),
     ));
     items.push(item(
         &layout,
@@ -153,7 +154,12 @@ pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
         let table = table.clone();
         let ttl = layout.ttl_attribute.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_secs(2)).await;
+            // One second before the item is due, on the clock its TTL was written by: a wait
+            // counted from here would start late when writing the items was slow, and the
+            // extension would then come after the delete.
+            let at = t0.saturating_add(EXTENDED_DUE - Duration::from_secs(1));
+            let wait = at.millis_since(SystemClock.now()).max(0) as u64;
+            tokio::time::sleep(Duration::from_millis(wait)).await;
             let later = SystemClock.now().saturating_add(Duration::from_secs(3600));
             dynamo
                 .write
@@ -161,6 +167,8 @@ pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
                 .table_name(&table)
                 .key("pk", AttributeValue::S("extended".into()))
                 .update_expression("SET #t = :t")
+                // Never re-create the item if the extension came after its delete.
+                .condition_expression("attribute_exists(pk)")
                 .expression_attribute_names("#t", ttl)
                 .expression_attribute_values(":t", AttributeValue::N(later.to_epoch_seconds_text()))
                 .send()
