@@ -38,7 +38,7 @@ pub struct CapacityBudget {
     /// Items that expire now always go first and are not budgeted. The backlog is capped at
     /// this share of the table's write capacity (one write unit per delete of an item up to
     /// 1 KB); it starts at a quarter of that and grows, and every refusal from the table cuts its
-    /// rate by a quarter, which then grows back slowly:
+    /// rate by a tenth, which then grows back slowly:
     /// the deletes of a catch-up settle below the point where partitions refuse, so the
     /// application writing to the same table keeps its capacity. The capacity is what
     /// DescribeTable says (provisioned WCU, or an on-demand table's maximum throughput), AWS's

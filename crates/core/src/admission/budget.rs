@@ -22,10 +22,10 @@ use std::time::Duration;
 /// The share of the rate a refusal leaves (multiplicative decrease). A refusal means some
 /// partition is full and the application's writes there are refused too. Chosen on the
 /// simulator with the application at half the table (docs/benchmarks.md, "A good neighbour"):
-/// halving at each refusal cleared the backlog at little more than half the capacity the
-/// application leaves; a quarter off kept the application's refusals well under the 0.1 % aimed
-/// at and cleared it a quarter faster.
-const CUT: f64 = 0.75;
+/// halving, then a quarter off, left the backlog's rate well under the refusal point for most of
+/// each cycle; a tenth off keeps it near that point while the application's refusals stay under
+/// the 0.1 % aimed at.
+const CUT: f64 = 0.9;
 /// After a cut, the rate does not grow for this long: refusals of requests already in flight
 /// answer the same excess, and a cut only counts once per hold.
 const HOLD: Duration = Duration::from_secs(1);
