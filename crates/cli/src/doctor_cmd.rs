@@ -213,9 +213,7 @@ pub async fn run(global: &Global, args: &DoctorArgs) -> anyhow::Result<Outcome> 
             counted.capped |= count.capped;
         }
         // On demand: no provisioned capacity to fall short, so nothing to say.
-        if let Some(provisioned) =
-            capacity::describe_index_capacity(&dynamo, table, &layout.index_name).await?
-        {
+        if let Some(provisioned) = capacity::index_capacity(scan.shape(), &layout.index_name) {
             index_write_need = Some((
                 provisioned,
                 WriteNeed::from_count(counted, capacity::RATE_WINDOW, provisioned.write),

@@ -189,13 +189,14 @@ pub async fn plan(
     }
     let plan = capacity::plan(table, shape.as_ref(), layout, options.index_capacity)?;
     Ok(match plan {
-        // Shown with its capacity when one was asked for (and is not applied): DescribeTable
-        // has it, TableShape does not keep it.
+        // Shown with its capacity when one was asked for (and is not applied).
         IndexPlan::Present {
             requested: requested @ Some(_),
             ..
         } => IndexPlan::Present {
-            capacity: capacity::describe_index_capacity(dynamo, table, &layout.index_name).await?,
+            capacity: shape
+                .as_ref()
+                .and_then(|s| capacity::index_capacity(s, &layout.index_name)),
             requested,
         },
         other => other,

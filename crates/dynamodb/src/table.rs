@@ -94,6 +94,8 @@ pub struct IndexShape {
     pub sort: Option<String>,
     pub projection: String,
     pub status: String,
+    /// Read and write capacity when the table is provisioned; `None` when on demand.
+    pub provisioned: Option<(i64, i64)>,
 }
 
 /// The parts of a table description precise-ttl cares about.
@@ -153,6 +155,18 @@ impl TableShape {
     }
 
     fn from_description(d: &TableDescription) -> TableShape {
+        let on_demand = d
+            .billing_mode_summary()
+            .and_then(|b| b.billing_mode())
+            .is_some_and(|m| m.as_str() == "PAY_PER_REQUEST");
+        // An on-demand table's indexes report 0 and 0 where the billing mode is not given.
+        let capacity = |p: Option<&aws_sdk_dynamodb::types::ProvisionedThroughputDescription>| {
+            p.and_then(|p| {
+                let r = p.read_capacity_units().unwrap_or(0);
+                let w = p.write_capacity_units().unwrap_or(0);
+                (!on_demand && (r > 0 || w > 0)).then_some((r, w))
+            })
+        };
         let attribute_types: BTreeMap<String, String> = d
             .attribute_definitions()
             .iter()
@@ -201,18 +215,11 @@ impl TableShape {
                         .index_status()
                         .map(|s| s.as_str().to_string())
                         .unwrap_or_else(|| "UNKNOWN".into()),
+                    provisioned: capacity(g.provisioned_throughput()),
                 }
             })
             .collect();
-        let provisioned = d.provisioned_throughput().and_then(|p| {
-            let r = p.read_capacity_units().unwrap_or(0);
-            let w = p.write_capacity_units().unwrap_or(0);
-            let on_demand = d
-                .billing_mode_summary()
-                .and_then(|b| b.billing_mode())
-                .is_some_and(|m| m.as_str() == "PAY_PER_REQUEST");
-            (!on_demand && (r > 0 || w > 0)).then_some((r, w))
-        });
+        let provisioned = capacity(d.provisioned_throughput());
         TableShape {
             name: d.table_name().unwrap_or_default().to_string(),
             status: d

@@ -6,11 +6,10 @@
 //! used to copy the table's full capacity, which can double the provisioned cost, and an index
 //! whose writes fall short throttles the table's writes (GSI back-pressure). So the capacity is
 //! an explicit choice, and this module has the arithmetic behind the figures suggested for it.
-//! Everything here but [`describe_index_capacity`] is pure; the count of items due soon is
+//! Everything here is pure; the count of items due soon is
 //! [`crate::status::count_between`] with a page cap.
 
-use crate::connect::Dynamo;
-use crate::error::{AdapterError, again_if_transient};
+use crate::error::AdapterError;
 use crate::table::TableShape;
 use precise_ttl_core::TtlLayout;
 use std::time::Duration;
@@ -216,53 +215,15 @@ impl WriteNeed {
     }
 }
 
-/// The expiry index's provisioned capacity, from DescribeTable; `None` when the table is on
-/// demand or the index is missing.
-pub async fn describe_index_capacity(
-    dynamo: &Dynamo,
-    table: &str,
-    index: &str,
-) -> Result<Option<IndexCapacity>, AdapterError> {
-    let endpoint = dynamo.describe_endpoint();
-    let out = again_if_transient(&backoff(), || async {
-        dynamo
-            .query
-            .describe_table()
-            .table_name(table)
-            .send()
-            .await
-            .map_err(|e| AdapterError::from_sdk("DescribeTable", &endpoint, e))
-    })
-    .await?;
-    let Some(description) = out.table() else {
-        return Ok(None);
-    };
-    let on_demand = description
-        .billing_mode_summary()
-        .and_then(|b| b.billing_mode())
-        .is_some_and(|m| m.as_str() == "PAY_PER_REQUEST");
-    if on_demand {
-        return Ok(None);
-    }
-    Ok(description
-        .global_secondary_indexes()
+/// The expiry index's provisioned capacity; `None` when the table is on demand or the index is
+/// missing.
+pub fn index_capacity(shape: &TableShape, index: &str) -> Option<IndexCapacity> {
+    shape
+        .indexes
         .iter()
-        .find(|g| g.index_name() == Some(index))
-        .and_then(|g| g.provisioned_throughput())
-        .map(|p| IndexCapacity {
-            read: p.read_capacity_units().unwrap_or(0),
-            write: p.write_capacity_units().unwrap_or(0),
-        })
-        // An on-demand table's indexes report 0 and 0 where the billing mode is not given.
-        .filter(|c| c.read > 0 || c.write > 0))
-}
-
-fn backoff() -> precise_ttl_core::Backoff {
-    precise_ttl_core::Backoff {
-        base: Duration::from_millis(100),
-        cap: Duration::from_secs(2),
-        max_attempts: 8,
-    }
+        .find(|g| g.name == index)
+        .and_then(|g| g.provisioned)
+        .map(|(read, write)| IndexCapacity { read, write })
 }
 
 #[cfg(test)]
@@ -301,6 +262,7 @@ mod tests {
                     sort: Some(layout.ttl_attribute.clone()),
                     projection: "KEYS_ONLY".into(),
                     status: "ACTIVE".into(),
+                    provisioned,
                 })
                 .into_iter()
                 .collect(),
