@@ -56,7 +56,7 @@ impl Backoff {
     /// Whether a delete whose attempt number `attempt` (1-based) failed with `class` goes again,
     /// and after which attempt's delay. A throttle always goes again: the store refused the
     /// delete, so nothing is lost by trying, and giving up leaves the item to a backlog pass that
-    /// may be 30 s away (seen: 24 s lags at 40 000 deletes/s on the simulated table). Its delay
+    /// may be 30 s away, a lag of tens of seconds for that item. Its delay
     /// stops growing after a few refusals: the concurrency limit, not its sleep, keeps the load
     /// down, and a delay grown over many refusals leaves it waiting long after its partition has
     /// room again. Other retryable failures go again up to `max_attempts`.

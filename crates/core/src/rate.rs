@@ -15,8 +15,8 @@ use std::time::Duration;
 /// the rest went through, and retrying the few is the answer. Every `limit` items answered
 /// without a throttle raise the limit by one: a request carries up to 25 items, so the limit
 /// regains in a round trip what a cut took. Counted per request instead (one step a round
-/// trip), the limit stayed far below what 40 000 deletes/s need on the simulated table with
-/// headroom: 35 500 deletions/s and a 4.8 s p99, against 39 800/s and 0.3 s per item.
+/// trip), the limit stayed far below what the simulated table with headroom takes at full
+/// speed (docs/benchmarks.md has the runs).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Aimd {
     min: usize,

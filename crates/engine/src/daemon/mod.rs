@@ -93,9 +93,9 @@ struct Work<K> {
 const REMEMBER_RESOLVED: Duration = Duration::from_secs(15);
 
 /// How long a lane's due items may wait for a request before its readers count the lane as
-/// behind. Behind, re-reading recent time only lists items already waiting (at 40 000 deletes/s
-/// on the simulated table, re-reads were 2-3 times the deletes and took half the CPU, which put
-/// the daemon further behind); the readers then read only time not read yet.
+/// behind. Behind, re-reading recent time only lists items already waiting (at the simulated
+/// table's full speed the re-reads outnumbered the deletes and took CPU the deletes needed, which
+/// put the daemon further behind); the readers then read only time not read yet.
 const BEHIND: Duration = Duration::from_millis(250);
 
 /// How long due items may wait for a request before a head read that has time in hand (its
