@@ -89,32 +89,7 @@ pub fn render(v: &AttributeValue) -> String {
     }
 }
 
-/// The DynamoDB type name of a value, as in `attribute_type` and error messages.
-pub fn type_name(v: &AttributeValue) -> &'static str {
-    match v {
-        AttributeValue::S(_) => "S",
-        AttributeValue::N(_) => "N",
-        AttributeValue::B(_) => "B",
-        AttributeValue::Bool(_) => "BOOL",
-        AttributeValue::Null(_) => "NULL",
-        AttributeValue::L(_) => "L",
-        AttributeValue::M(_) => "M",
-        AttributeValue::Ss(_) => "SS",
-        AttributeValue::Ns(_) => "NS",
-        AttributeValue::Bs(_) => "BS",
-        _ => "unknown",
-    }
-}
-
-/// A TTL attribute as the core rules see it.
-pub fn ttl_value(v: Option<&AttributeValue>) -> precise_ttl_core::TtlValue<'_> {
-    use precise_ttl_core::TtlValue;
-    match v {
-        None => TtlValue::Missing,
-        Some(AttributeValue::N(n)) => TtlValue::Number(n),
-        Some(other) => TtlValue::Other(type_name(other)),
-    }
-}
+pub use precise_ttl_read::{ttl_value, type_name};
 
 /// The writer's two attributes as DynamoDB values, ready to merge into a PutItem or UpdateItem.
 pub fn writer_values(w: &precise_ttl_core::WriterAttributes) -> HashMap<String, AttributeValue> {

@@ -4,7 +4,7 @@
 use crate::support::{TestTable, at, item, n, now, s};
 use aws_sdk_dynamodb::types::{AttributeValue, KeyType, ScalarAttributeType};
 use precise_ttl_core::Timestamp;
-use precise_ttl_dynamodb::read::{hide_expired_query, hide_expired_scan, is_expired};
+use precise_ttl_read::{hide_expired_query, hide_expired_scan, is_expired};
 use std::collections::{BTreeSet, HashMap};
 
 const YEAR_SECS: i64 = 365 * 24 * 3600;

@@ -1,5 +1,5 @@
-//! Reading without seeing expired items: [`ReadFilter::hide_expired`] applied to the SDK's Query
-//! and Scan builders, and [`is_expired`] for items read by key.
+//! Reading a DynamoDB table without seeing expired items: [`ReadFilter::hide_expired`] applied
+//! to the SDK's Query and Scan builders, and [`is_expired`] for items read by key.
 //!
 //! Deletion trails expiry: by a fraction of a second with precise-ttl running, by much longer
 //! during a backlog, an outage or the adoption of an existing table, and by days with native TTL
@@ -7,13 +7,33 @@
 //! as the sweeper and native TTL do. `docs/reading.md` has the same filter for Python and
 //! JavaScript, and the caveats (filters do not save read capacity; `Limit` counts filtered-out
 //! items).
+//!
+//! This crate depends on precise-ttl's pure rules and the AWS SDK only, so an application that
+//! reads its table does not compile the sweeper, the archive or the S3 SDK.
 
-use crate::item::ttl_value;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::scan::builders::ScanFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
 use precise_ttl_core::{FilterValue, ReadFilter, Timestamp};
 use std::collections::HashMap;
+
+/// The builder with the hide-expired filter merged into its own: Query's and Scan's builders have
+/// the same methods but no common trait.
+macro_rules! with_filter {
+    ($builder:ident, $ttl_attribute:ident, $now:ident) => {{
+        let merged = Merged::new(
+            $builder.get_filter_expression(),
+            $builder.get_expression_attribute_names(),
+            $builder.get_expression_attribute_values(),
+            $ttl_attribute,
+            $now,
+        );
+        $builder
+            .filter_expression(merged.expression)
+            .set_expression_attribute_names(Some(merged.names))
+            .set_expression_attribute_values(Some(merged.values))
+    }};
+}
 
 /// Hides items whose `ttl_attribute` has expired by `now` from a Query.
 ///
@@ -28,7 +48,7 @@ use std::collections::HashMap;
 /// ```no_run
 /// use aws_sdk_dynamodb::types::AttributeValue;
 /// use precise_ttl_core::Timestamp;
-/// use precise_ttl_dynamodb::read::hide_expired_query;
+/// use precise_ttl_read::hide_expired_query;
 /// use std::time::{SystemTime, UNIX_EPOCH};
 ///
 /// # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), aws_sdk_dynamodb::Error> {
@@ -48,17 +68,7 @@ pub fn hide_expired_query(
     ttl_attribute: &str,
     now: Timestamp,
 ) -> QueryFluentBuilder {
-    let merged = Merged::new(
-        builder.get_filter_expression(),
-        builder.get_expression_attribute_names(),
-        builder.get_expression_attribute_values(),
-        ttl_attribute,
-        now,
-    );
-    builder
-        .filter_expression(merged.expression)
-        .set_expression_attribute_names(Some(merged.names))
-        .set_expression_attribute_values(Some(merged.values))
+    with_filter!(builder, ttl_attribute, now)
 }
 
 /// Hides items whose `ttl_attribute` has expired by `now` from a Scan. Same contract as
@@ -66,7 +76,7 @@ pub fn hide_expired_query(
 ///
 /// ```no_run
 /// use precise_ttl_core::Timestamp;
-/// use precise_ttl_dynamodb::read::hide_expired_scan;
+/// use precise_ttl_read::hide_expired_scan;
 /// use std::time::{SystemTime, UNIX_EPOCH};
 ///
 /// # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), aws_sdk_dynamodb::Error> {
@@ -92,17 +102,34 @@ pub fn hide_expired_scan(
     ttl_attribute: &str,
     now: Timestamp,
 ) -> ScanFluentBuilder {
-    let merged = Merged::new(
-        builder.get_filter_expression(),
-        builder.get_expression_attribute_names(),
-        builder.get_expression_attribute_values(),
-        ttl_attribute,
-        now,
-    );
-    builder
-        .filter_expression(merged.expression)
-        .set_expression_attribute_names(Some(merged.names))
-        .set_expression_attribute_values(Some(merged.values))
+    with_filter!(builder, ttl_attribute, now)
+}
+
+/// A TTL attribute as the core rules see it.
+pub fn ttl_value(v: Option<&AttributeValue>) -> precise_ttl_core::TtlValue<'_> {
+    use precise_ttl_core::TtlValue;
+    match v {
+        None => TtlValue::Missing,
+        Some(AttributeValue::N(n)) => TtlValue::Number(n),
+        Some(other) => TtlValue::Other(type_name(other)),
+    }
+}
+
+/// DynamoDB's name for a value's type (`S`, `N`, `BOOL`, ...).
+pub fn type_name(v: &AttributeValue) -> &'static str {
+    match v {
+        AttributeValue::S(_) => "S",
+        AttributeValue::N(_) => "N",
+        AttributeValue::B(_) => "B",
+        AttributeValue::Bool(_) => "BOOL",
+        AttributeValue::Null(_) => "NULL",
+        AttributeValue::L(_) => "L",
+        AttributeValue::M(_) => "M",
+        AttributeValue::Ss(_) => "SS",
+        AttributeValue::Ns(_) => "NS",
+        AttributeValue::Bs(_) => "BS",
+        _ => "unknown",
+    }
 }
 
 /// Whether an item read by key (GetItem, BatchGetItem, TransactGetItems) has expired by `now`
@@ -114,7 +141,7 @@ pub fn hide_expired_scan(
 /// ```no_run
 /// use aws_sdk_dynamodb::types::AttributeValue;
 /// use precise_ttl_core::Timestamp;
-/// use precise_ttl_dynamodb::read::is_expired;
+/// use precise_ttl_read::is_expired;
 /// use std::time::{SystemTime, UNIX_EPOCH};
 ///
 /// # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), aws_sdk_dynamodb::Error> {
