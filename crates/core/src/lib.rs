@@ -17,6 +17,7 @@ pub mod layout;
 pub mod lease;
 pub mod owner;
 pub mod plan;
+pub mod queue;
 pub mod rate;
 pub mod read_filter;
 pub mod removal;
