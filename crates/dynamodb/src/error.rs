@@ -36,6 +36,10 @@ const ACCESS_CODES: &[&str] = &[
 pub enum AdapterError {
     #[error("table {table:?} was not found at {endpoint}")]
     TableNotFound { table: String, endpoint: String },
+    #[error(
+        "table {table:?} is not an expiry queue: its key is {found}, the queue's is shard (N) + due (S)"
+    )]
+    QueueTableKeys { table: String, found: String },
     #[error("lease table {table:?} was not found at {endpoint}")]
     LeaseTableMissing { table: String, endpoint: String },
     #[error("table {table:?} has no index named {index:?}")]

@@ -28,17 +28,26 @@ impl ItemKey {
     /// The partition key's bytes for the stable shard rule: UTF-8 of a String, the decimal text
     /// of a Number as DynamoDB returns it, the raw bytes of a Binary.
     pub fn partition_bytes(&self) -> Vec<u8> {
-        match self.0.first().map(|(_, v)| v) {
-            Some(AttributeValue::S(s)) => s.as_bytes().to_vec(),
-            Some(AttributeValue::N(n)) => n.as_bytes().to_vec(),
-            Some(AttributeValue::B(b)) => b.as_ref().to_vec(),
-            _ => Vec::new(),
-        }
+        self.0
+            .first()
+            .map(|(_, v)| key_bytes(v))
+            .unwrap_or_default()
     }
 
     /// The first key attribute (the partition key) rendered as text, for messages.
     pub fn partition_text(&self) -> String {
         self.0.first().map(|(_, v)| render(v)).unwrap_or_default()
+    }
+}
+
+/// A key attribute's bytes: UTF-8 of a String, the decimal text of a Number as DynamoDB returns
+/// it, the raw bytes of a Binary (nothing for other types, which keys cannot have).
+pub fn key_bytes(v: &AttributeValue) -> Vec<u8> {
+    match v {
+        AttributeValue::S(s) => s.as_bytes().to_vec(),
+        AttributeValue::N(n) => n.as_bytes().to_vec(),
+        AttributeValue::B(b) => b.as_ref().to_vec(),
+        _ => Vec::new(),
     }
 }
 

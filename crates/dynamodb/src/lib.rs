@@ -15,6 +15,7 @@ pub mod error;
 pub mod item;
 pub mod lease;
 pub mod local;
+pub mod queue;
 pub mod record;
 pub mod scan;
 pub mod setup;

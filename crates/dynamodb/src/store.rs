@@ -102,6 +102,20 @@ impl DynamoStore<Shard> {
     }
 }
 
+impl DynamoStore<Shard> {
+    /// A store that deletes `table`'s items by key under the expiry rule, for a layout that
+    /// finds them elsewhere than in an index of the table (the expiry queue): the table must
+    /// exist; no index is asked for.
+    pub async fn open_for_deletes(
+        dynamo: Dynamo,
+        table: &str,
+        layout: TtlLayout,
+    ) -> Result<Self, AdapterError> {
+        let shape = TableShape::require(&dynamo, table).await?;
+        Ok(Self::from_shape(dynamo, table, &shape, layout))
+    }
+}
+
 impl DynamoStore<WindowLabel> {
     /// Checks the table and its blog window index (`layout.shard_attribute` names the window
     /// attribute, a String), then returns a store ready to sweep it.
@@ -124,10 +138,15 @@ impl<P: IndexPartition> DynamoStore<P> {
         // missing table fails at once with a clear message.
         let shape = TableShape::require(&dynamo, table).await?;
         shape.ensure_sweepable_keyed(&layout, P::ATTRIBUTE_TYPE)?;
+        Ok(Self::from_shape(dynamo, table, &shape, layout))
+    }
+
+    /// `table` as the caller named it (a name or an ARN), not as DescribeTable answers.
+    fn from_shape(dynamo: Dynamo, table: &str, shape: &TableShape, layout: TtlLayout) -> Self {
         let key_names = shape.key_names();
         let statement = partiql_delete(table, &key_names, &layout.ttl_attribute);
         let write_capacity = shape.write_capacity();
-        Ok(DynamoStore {
+        DynamoStore {
             dynamo,
             table: table.to_string(),
             key_names,
@@ -139,7 +158,7 @@ impl<P: IndexPartition> DynamoStore<P> {
             archive: None,
             write_capacity,
             partition: PhantomData,
-        })
+        }
     }
 
     /// The table's write capacity as DescribeTable said when the store was opened.
@@ -233,13 +252,13 @@ fn statement_outcome(e: &BatchStatementError) -> Result<DeleteOutcome, StoreErro
     }
 }
 
-fn record_capacity(op: &'static str, units: Option<f64>) {
+pub(crate) fn record_capacity(op: &'static str, units: Option<f64>) {
     if let Some(units) = units {
         precise_ttl_engine::capacity_rate::record(op, units, std::time::Instant::now());
     }
 }
 
-fn number(text: String) -> AttributeValue {
+pub(crate) fn number(text: String) -> AttributeValue {
     AttributeValue::N(text)
 }
 

@@ -20,6 +20,7 @@ mod iam;
 mod iam_policy;
 mod leases;
 mod proxy;
+mod queue;
 mod read;
 mod readme;
 mod recorder;

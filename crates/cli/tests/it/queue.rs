@@ -1,0 +1,134 @@
+//! The expiry queue layout's store against DynamoDB Local (issue 29): entries read like an
+//! index, the application item deleted under the expiry rule, the entry removed whatever the
+//! item's answer, and the daemon deleting through it on time.
+
+use crate::support::{TestTable, at, item, layout, now, s};
+use precise_ttl_core::{DueWindow, Expiry, ShardCount};
+use precise_ttl_dynamodb::ItemKey;
+use precise_ttl_dynamodb::queue::{QueueStore, QueueTable};
+use precise_ttl_engine::{Daemon, DaemonConfig, DeleteOutcome, ExpiryStore, SystemClock};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn key(pk: &str) -> ItemKey {
+    ItemKey::new(vec![("pk".to_string(), s(pk))])
+}
+
+fn expiry(offset_ms: i64) -> Expiry {
+    Expiry::at_instant(precise_ttl_core::Timestamp::from_millis(
+        now().as_millis() + offset_ms,
+    ))
+}
+
+/// An application table, its queue (dropped with it) and the queue's store.
+async fn tables(shards: u64) -> (TestTable, TestTable, QueueTable, QueueStore) {
+    let app = TestTable::bare().await;
+    let queue_name = TestTable::named();
+    let queue = QueueTable::new(app.dynamo.clone(), &queue_name.name);
+    queue.create().await.expect("create the queue table");
+    queue.create().await.expect("creating it again is a no-op");
+    let store = QueueStore::open(app.dynamo.clone(), &app.name, queue.name(), layout(shards))
+        .await
+        .expect("open the queue store");
+    (app, queue_name, queue, store)
+}
+
+async fn entries(queue: &TestTable) -> usize {
+    queue.count().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_deletes_its_due_item_and_goes_whatever_the_item_says() {
+    let shards = ShardCount::new(4).unwrap();
+    let (app, queue_table, queue, store) = tables(4).await;
+    // Due; extended after its entry was written; gone; not yet due.
+    app.put(item("due", &[("ttl", at(-10_000))])).await;
+    app.put(item("extended", &[("ttl", at(3_600_000))])).await;
+    app.put(item("future", &[("ttl", at(3_600_000))])).await;
+    let entries_at = [
+        ("due", expiry(-10_000)),
+        ("extended", expiry(-10_000)),
+        ("gone", expiry(-5_000)),
+        ("future", expiry(3_600_000)),
+    ];
+    for (pk, at) in entries_at {
+        queue.put_entry(&key(pk), at, shards).await.unwrap();
+    }
+    // Written twice (a replayed stream record): the same entry.
+    queue
+        .put_entry(&key("due"), entries_at[0].1, shards)
+        .await
+        .unwrap();
+    assert_eq!(entries(&queue_table).await, 4);
+
+    let window = DueWindow::at(now());
+    let mut due = Vec::new();
+    for shard in shards.all() {
+        let page = store.due_page(&shard, window, None, 100).await.unwrap();
+        assert!(page.next.is_none());
+        due.extend(page.items);
+    }
+    due.sort_by_key(|d| d.expiry);
+    let names: Vec<String> = due.iter().map(|d| d.key.item.partition_text()).collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert!(!names.contains(&"\"future\"".to_string()), "{names:?}");
+
+    let keys: Vec<_> = due.iter().map(|d| d.key.clone()).collect();
+    let outcomes = store.delete_many_if_due(&keys, window).await;
+    for (name, outcome) in names.iter().zip(&outcomes) {
+        let expected = if name == "\"due\"" {
+            DeleteOutcome::Deleted
+        } else {
+            DeleteOutcome::NotDue
+        };
+        assert_eq!(outcome.as_ref().ok(), Some(&expected), "{name}");
+    }
+    assert!(app.get("due").await.is_none());
+    assert!(
+        app.get("extended").await.is_some(),
+        "an extended item is never deleted"
+    );
+    assert!(app.get("future").await.is_some());
+    assert_eq!(
+        entries(&queue_table).await,
+        1,
+        "only the future entry stays"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_deletes_through_the_queue_on_time() {
+    let shards = ShardCount::new(2).unwrap();
+    let (app, queue_table, queue, store) = tables(2).await;
+    let pks: Vec<String> = (0..20).map(|i| format!("item-{i}")).collect();
+    for (i, pk) in pks.iter().enumerate() {
+        let offset = 1_500 + 50 * i as i64;
+        let ttl = precise_ttl_core::Timestamp::from_millis(now().as_millis() + offset);
+        app.put(item(
+            pk,
+            &[("ttl", crate::support::n(ttl.to_epoch_seconds_text()))],
+        ))
+        .await;
+        queue
+            .put_entry(&key(pk), Expiry::at_instant(ttl), shards)
+            .await
+            .unwrap();
+    }
+    let config = DaemonConfig {
+        poll_interval: Duration::from_millis(200),
+        ..DaemonConfig::default()
+    };
+    let daemon = Daemon::new(
+        Arc::new(store),
+        Arc::new(SystemClock),
+        Arc::new(shards),
+        config,
+    );
+    let report = daemon
+        .run(tokio::time::sleep(Duration::from_secs(5)))
+        .await
+        .expect("the daemon runs");
+    assert_eq!(report.deleted, 20, "{report:?}");
+    assert_eq!(app.present(&pks).await, 0);
+    assert_eq!(entries(&queue_table).await, 0);
+}
