@@ -53,7 +53,7 @@ pub async fn run(global: &Global, args: &ArchiveArgs) -> anyhow::Result<Outcome>
         opened.resolution().describe(),
         args.checkpoint_table,
     );
-    let report = archive(&dynamo, table, opened, &sink, &options, &progress, stop).await;
+    let report = archive(table, opened, &sink, &options, &progress, stop).await;
     // Whatever the stream did, what reached the sink goes to its final place.
     sink.flush(crate::wiring::ARCHIVE_FLUSH_WAIT).await?;
     let report = report?;

@@ -23,6 +23,7 @@ pub mod status;
 pub mod store;
 pub mod store_clock;
 pub mod stream;
+pub mod stream_tail;
 pub mod table;
 
 pub use blog::{BlogError, BlogOptions, BlogWindows};

@@ -13,34 +13,29 @@
 //! for each page before the page is classified, since the page is checkpointed past once
 //! written.
 
-mod checkpoint;
 mod convert;
 
 use crate::connect::Dynamo;
 use crate::error::AdapterError;
 use crate::record::DeletedBy;
-use crate::stream::stream_call_error;
+use crate::stream_tail::{PageConsumer, StreamTail};
 use aws_sdk_dynamodb::types::StreamViewType;
-use aws_sdk_dynamodbstreams::types::{
-    AttributeValue as StreamValue, OperationType, Record, ShardIteratorType,
-};
-use checkpoint::{Checkpoint, load_checkpoints, save_checkpoint};
+use aws_sdk_dynamodbstreams::types::{AttributeValue as StreamValue, OperationType, Record};
 use convert::{expiry_record, millis};
 use precise_ttl_archive::Sink;
 use precise_ttl_core::removal::{LeftOut, ResolutionRule, ResolutionSetting, StreamSource};
 use precise_ttl_core::{ErrorClass, Timestamp};
 use precise_ttl_engine::metrics as m;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
 pub const DEFAULT_CHECKPOINT_TABLE: &str = "precise-ttl-archive-checkpoints";
-/// At most one line a minute about REMOVEs left out (the first at once), and about a stream
-/// that keeps failing, every ten seconds: what the counters say, without a line per record.
+/// At most one line a minute about REMOVEs left out (the first at once): what the counters say,
+/// without a line per record.
 const LEFT_OUT_LOG_EVERY: Duration = Duration::from_secs(60);
-const FAILURE_LOG_EVERY: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone)]
 pub struct ArchiveOptions {
@@ -148,14 +143,13 @@ fn fatal(message: String) -> AdapterError {
 /// record-time resolution to read it with.
 #[derive(Debug)]
 pub struct OpenedStream {
-    arn: String,
-    checkpoints: HashMap<String, Checkpoint>,
+    tail: StreamTail,
     resolution: ResolutionRule,
 }
 
 impl OpenedStream {
     pub fn arn(&self) -> &str {
-        &self.arn
+        self.tail.arn()
     }
 
     /// The record-time resolution in force and why ([`ResolutionRule::describe`]).
@@ -202,29 +196,23 @@ pub async fn open(
         .latest_stream_arn()
         .ok_or_else(|| fatal(format!("table {table:?} has no stream ARN")))?
         .to_string();
-    crate::control::ensure_table(
+    let tail = StreamTail::open(
         dynamo,
+        &arn,
         &options.checkpoint_table,
-        &[checkpoint::STREAM, checkpoint::SHARD],
         "the archive checkpoint table",
     )
     .await?;
-    let checkpoints = load_checkpoints(dynamo, &options.checkpoint_table, &arn).await?;
     let resolution = ResolutionRule::new(
         options.record_time_resolution,
         StreamSource::of(&arn, dynamo.endpoint.as_deref()),
     );
-    Ok(OpenedStream {
-        arn,
-        checkpoints,
-        resolution,
-    })
+    Ok(OpenedStream { tail, resolution })
 }
 
 /// Archives `table`'s expiries into `sink` until `stop` completes, from where `opened` says;
 /// `progress` follows it. Returns what this run wrote.
 pub async fn archive(
-    dynamo: &Dynamo,
     table: &str,
     opened: OpenedStream,
     sink: &Sink,
@@ -233,57 +221,23 @@ pub async fn archive(
     stop: impl Future<Output = ()>,
 ) -> Result<ArchiveReport, AdapterError> {
     let OpenedStream {
-        arn,
-        checkpoints,
+        mut tail,
         resolution,
     } = opened;
     if let Some(warning) = resolution.mismatch() {
-        tracing::warn!(stream = %arn, "{warning}");
+        tracing::warn!(stream = %tail.arn(), "{warning}");
     }
     metrics::gauge!(m::ARCHIVE_RESOLUTION).set(resolution.current().as_secs_f64());
-    let mut tail = Tail {
-        dynamo,
+    let mut archiver = Archiver {
         table,
-        arn,
         sink,
         options,
         progress,
-        checkpoints,
-        iterators: HashMap::new(),
         resolution,
         left_out_log: LeftOutLog::default(),
-        read_failures: 0,
-        read_warned: None,
     };
-    let mut failures = 0u32;
-    let mut warned: Option<Instant> = None;
-    tokio::pin!(stop);
-    loop {
-        let progressed = tokio::select! {
-            _ = &mut stop => return Ok(progress.report()),
-            r = tail.pass() => match r {
-                Ok(p) => {
-                    failures = 0;
-                    p
-                }
-                Err(e) if e.class() == ErrorClass::Fatal => return Err(e),
-                Err(e) => {
-                    failures = failures.saturating_add(1);
-                    if warned.is_none_or(|t| t.elapsed() >= FAILURE_LOG_EVERY) {
-                        tracing::warn!(error = %e, failures, "reading the stream failed; trying again");
-                        warned = Some(Instant::now());
-                    }
-                    false
-                }
-            },
-        };
-        if !progressed {
-            tokio::select! {
-                _ = &mut stop => return Ok(progress.report()),
-                _ = tokio::time::sleep(options.poll_interval) => {}
-            }
-        }
-    }
+    tail.run(&mut archiver, options.poll_interval, stop).await?;
+    Ok(progress.report())
 }
 
 /// The first REMOVE left out is logged at once; later ones at most once a minute, with how many
@@ -347,196 +301,34 @@ impl LeftOutLog {
     }
 }
 
-/// The archive's state while it tails the stream.
-struct Tail<'a> {
-    dynamo: &'a Dynamo,
+/// The archive as a consumer of the stream's pages: each page's expiry records written to the
+/// sink, its counts to the progress.
+struct Archiver<'a> {
     table: &'a str,
-    arn: String,
     sink: &'a Sink,
     options: &'a ArchiveOptions,
     progress: &'a ArchiveProgress,
-    checkpoints: HashMap<String, Checkpoint>,
-    iterators: HashMap<String, String>,
     resolution: ResolutionRule,
     left_out_log: LeftOutLog,
-    /// Shard reads that failed since the last clean pass, and when that was last logged: an
-    /// expired iterator is renewed by the next pass, but a read refused for good (streams access
-    /// denied) must neither flood the log nor leave `/healthz` green.
-    read_failures: u32,
-    read_warned: Option<Instant>,
 }
 
-impl Tail<'_> {
-    /// One pass over the shards; true if any records came.
-    async fn pass(&mut self) -> Result<bool, AdapterError> {
-        let shards = list_shards(self.dynamo, &self.arn).await?;
-        let ids: HashSet<&str> = shards.iter().map(|(id, _)| id.as_str()).collect();
-        let mut progressed = false;
-        let mut clean = true;
-        for (id, parent) in &shards {
-            let done = |s: &str| self.checkpoints.get(s).is_some_and(|c| c.finished);
-            if done(id) {
-                continue;
-            }
-            // Parent before child: a child's records come after its parent's.
-            if let Some(p) = parent
-                && ids.contains(p.as_str())
-                && !done(p)
-            {
-                continue;
-            }
-            let iterator = match self.iterators.remove(id) {
-                Some(it) => it,
-                None => match self.iterator_from_checkpoint(id).await? {
-                    Some(it) => it,
-                    None => continue,
-                },
-            };
-            let (came, read) = self.read_shard(id, iterator).await?;
-            progressed |= came;
-            clean &= read;
-        }
-        // Only a pass that read every shard it meant to counts for `/healthz`.
-        if clean {
-            self.read_failures = 0;
-            self.progress.passed(Instant::now());
-        }
-        Ok(progressed)
+impl PageConsumer for Archiver<'_> {
+    async fn consume(&mut self, records: &[Record]) -> Result<(), AdapterError> {
+        let (lines, counts) = self.classify_page(records);
+        self.sink
+            .write(lines)
+            .await
+            .map_err(|e| fatal(format!("the archive sink failed: {e}")))?;
+        self.progress.written(&counts);
+        Ok(())
     }
 
-    /// A shard iterator after the shard's checkpoint (or at its trim horizon without one).
-    async fn iterator_from_checkpoint(&self, id: &str) -> Result<Option<String>, AdapterError> {
-        let cp = self.checkpoints.get(id).cloned().unwrap_or_default();
-        let request = |kind: ShardIteratorType, sequence: Option<&String>| {
-            self.dynamo
-                .streams
-                .get_shard_iterator()
-                .stream_arn(&self.arn)
-                .shard_id(id)
-                .shard_iterator_type(kind)
-                .set_sequence_number(sequence.cloned())
-                .send()
-        };
-        let answer = match &cp.sequence {
-            None => request(ShardIteratorType::TrimHorizon, None).await,
-            Some(seq) => match request(ShardIteratorType::AfterSequenceNumber, Some(seq)).await {
-                // The checkpoint is older than the stream keeps records (24 hours): what lay
-                // between it and the trim horizon is gone from the stream. Waiting would not
-                // bring it back and would archive nothing more, so the archive says so, loudly,
-                // and goes on from the oldest record left.
-                Err(e)
-                    if e.as_service_error()
-                        .is_some_and(|se| se.is_trimmed_data_access_exception()) =>
-                {
-                    tracing::error!(
-                        shard = %id,
-                        checkpoint = %seq,
-                        "the stream no longer holds the records after this shard's checkpoint (it keeps them 24 hours): the expiries among them cannot be archived; resuming at the oldest record it holds"
-                    );
-                    request(ShardIteratorType::TrimHorizon, None).await
-                }
-                other => other,
-            },
-        };
-        match answer {
-            Ok(out) => Ok(out.shard_iterator),
-            Err(e) => Err(stream_call_error(
-                "GetShardIterator",
-                &self.dynamo.describe_endpoint(),
-                e,
-            )),
-        }
+    fn passed(&mut self, at: Instant) {
+        self.progress.passed(at);
     }
+}
 
-    /// Reads one shard from `iterator` until it has nothing new. Returns whether any records
-    /// came, and whether the shard was read without a failed read.
-    async fn read_shard(
-        &mut self,
-        id: &str,
-        mut iterator: String,
-    ) -> Result<(bool, bool), AdapterError> {
-        let mut progressed = false;
-        loop {
-            let out = match self
-                .dynamo
-                .streams
-                .get_records()
-                .shard_iterator(&iterator)
-                .limit(1000)
-                .send()
-                .await
-            {
-                Ok(out) => out,
-                // Refused access is for good: no later pass can read the stream; nor can one
-                // without credentials.
-                Err(e)
-                    if crate::error::denial(&e).is_some()
-                        || crate::error::is_credentials_failure(&e) =>
-                {
-                    return Err(stream_call_error(
-                        "GetRecords",
-                        &self.dynamo.describe_endpoint(),
-                        e,
-                    ));
-                }
-                // An expired or trimmed iterator is dropped: the next pass asks for a new one
-                // from the checkpoint.
-                Err(e) => {
-                    self.read_failures = self.read_failures.saturating_add(1);
-                    if self
-                        .read_warned
-                        .is_none_or(|t| t.elapsed() >= FAILURE_LOG_EVERY)
-                    {
-                        tracing::warn!(shard = %id, error = %aws_sdk_dynamodb::error::DisplayErrorContext(e), failures = self.read_failures, "stream read failed; resuming from the checkpoint");
-                        self.read_warned = Some(Instant::now());
-                    }
-                    return Ok((progressed, false));
-                }
-            };
-            let (lines, counts) = self.classify_page(out.records());
-            let last = out
-                .records()
-                .iter()
-                .rev()
-                .find_map(|r| r.dynamodb().and_then(|d| d.sequence_number()))
-                .map(str::to_string);
-            progressed |= !out.records().is_empty();
-            // Durable first, then the checkpoint: a crash between the two repeats records,
-            // never loses them.
-            self.sink
-                .write(lines)
-                .await
-                .map_err(|e| fatal(format!("the archive sink failed: {e}")))?;
-            self.progress.written(&counts);
-            let next = out.next_shard_iterator().map(str::to_string);
-            let cp = self.checkpoints.entry(id.to_string()).or_default();
-            let moved = last.is_some();
-            if moved {
-                cp.sequence = last;
-            }
-            cp.finished = next.is_none();
-            if moved || cp.finished {
-                let cp = cp.clone();
-                save_checkpoint(
-                    self.dynamo,
-                    &self.options.checkpoint_table,
-                    &self.arn,
-                    id,
-                    &cp,
-                )
-                .await?;
-            }
-            match next {
-                None => return Ok((progressed, true)),
-                Some(n) if out.records().is_empty() => {
-                    self.iterators.insert(id.to_string(), n);
-                    return Ok((progressed, true));
-                }
-                Some(n) => iterator = n,
-            }
-        }
-    }
-
+impl Archiver<'_> {
     /// The page's expiry records as JSON lines, and its counts. The resolution is decided from
     /// every record time of the page before any record is classified.
     fn classify_page(&mut self, records: &[Record]) -> (Vec<String>, PageCounts) {
@@ -589,36 +381,6 @@ impl Tail<'_> {
             }
         }
         (lines, counts)
-    }
-}
-
-async fn list_shards(
-    dynamo: &Dynamo,
-    arn: &str,
-) -> Result<Vec<(String, Option<String>)>, AdapterError> {
-    let mut shards = Vec::new();
-    let mut start: Option<String> = None;
-    loop {
-        let out = dynamo
-            .streams
-            .describe_stream()
-            .stream_arn(arn)
-            .set_exclusive_start_shard_id(start.clone())
-            .send()
-            .await
-            .map_err(|e| stream_call_error("DescribeStream", &dynamo.describe_endpoint(), e))?;
-        let Some(d) = out.stream_description else {
-            return Ok(shards);
-        };
-        for s in d.shards() {
-            if let Some(id) = s.shard_id() {
-                shards.push((id.to_string(), s.parent_shard_id().map(str::to_string)));
-            }
-        }
-        start = d.last_evaluated_shard_id().map(str::to_string);
-        if start.is_none() {
-            return Ok(shards);
-        }
     }
 }
 

@@ -1,18 +1,18 @@
-//! The archive's checkpoints: per stream and shard, the sequence number archived up to and
+//! A stream consumer's checkpoints: per stream and shard, the sequence number consumed up to and
 //! whether the shard is finished, in a small DynamoDB table keyed (stream, shard). Written only
-//! once the sink has made the records before it durable.
+//! once the consumer has made the records before it durable (archived, or indexed).
 
 use crate::connect::Dynamo;
 use crate::error::AdapterError;
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;
 
-pub(super) const STREAM: &str = "stream";
-pub(super) const SHARD: &str = "shard";
+pub(crate) const STREAM: &str = "stream";
+pub(crate) const SHARD: &str = "shard";
 const SEQUENCE: &str = "sequence";
 const FINISHED: &str = "finished";
 
-/// Where one shard was archived up to.
+/// Where one shard was consumed up to.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Checkpoint {
     pub(super) sequence: Option<String>,
