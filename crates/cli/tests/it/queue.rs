@@ -5,6 +5,7 @@
 use crate::support::{TestTable, at, item, layout, now, s};
 use precise_ttl_core::{DueWindow, Expiry, ShardCount};
 use precise_ttl_dynamodb::ItemKey;
+use precise_ttl_dynamodb::queue::indexer::{Indexer, IndexerOptions, IndexerReport};
 use precise_ttl_dynamodb::queue::{QueueStore, QueueTable};
 use precise_ttl_engine::{Daemon, DaemonConfig, DeleteOutcome, ExpiryStore, SystemClock};
 use std::sync::Arc;
@@ -131,4 +132,96 @@ async fn the_daemon_deletes_through_the_queue_on_time() {
     assert_eq!(report.deleted, 20, "{report:?}");
     assert_eq!(app.present(&pks).await, 0);
     assert_eq!(entries(&queue_table).await, 0);
+}
+
+fn indexer_options(shards: ShardCount, checkpoints: &TestTable) -> IndexerOptions {
+    IndexerOptions {
+        ttl_attribute: "ttl".to_string(),
+        shards,
+        checkpoint_table: checkpoints.name.clone(),
+        poll_interval: Duration::from_millis(100),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_indexer_writes_an_entry_per_new_ttl_and_none_for_a_touch_across_a_restart() {
+    let shards = ShardCount::new(4).unwrap();
+    let (app, queue_table, queue, _store) = tables(4).await;
+    let checkpoints = TestTable::named();
+    precise_ttl_dynamodb::stream::enable_old_image_stream(&app.dynamo, &app.name)
+        .await
+        .unwrap();
+    let later = at(3_600_000);
+    app.put(item("a", &[("ttl", later.clone())])).await;
+    app.put(item("b", &[("ttl", later.clone())])).await;
+    app.put(item("b", &[("ttl", at(7_200_000))])).await; // extended: a second entry
+    app.put(item("c", &[("ttl", later.clone())])).await;
+    app.put(item("c", &[("ttl", later.clone()), ("seen", s("now"))]))
+        .await; // a touch
+    app.put(item("d", &[("ttl", s("1800000000"))])).await; // a String: never due
+    app.put(item("e", &[])).await;
+
+    let options = indexer_options(shards, &checkpoints);
+    let indexer = Indexer::open(&app.dynamo, &app.name, queue.clone(), &options)
+        .await
+        .expect("open the indexer");
+    let report = indexer
+        .run(tokio::time::sleep(Duration::from_secs(4)))
+        .await
+        .expect("index");
+    assert_eq!(
+        report,
+        IndexerReport {
+            entries: 4,
+            no_ttl: 2,
+            unchanged: 1
+        }
+    );
+    assert_eq!(entries(&queue_table).await, 4);
+
+    // Started again: the checkpoints say everything was indexed.
+    let again = Indexer::open(&app.dynamo, &app.name, queue, &options)
+        .await
+        .unwrap()
+        .run(tokio::time::sleep(Duration::from_secs(2)))
+        .await
+        .unwrap();
+    assert_eq!(again, IndexerReport::default());
+    assert_eq!(entries(&queue_table).await, 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writers_set_only_the_ttl_and_the_item_goes_at_its_expiry() {
+    let shards = ShardCount::new(2).unwrap();
+    let (app, queue_table, queue, store) = tables(2).await;
+    let checkpoints = TestTable::named();
+    precise_ttl_dynamodb::stream::enable_old_image_stream(&app.dynamo, &app.name)
+        .await
+        .unwrap();
+    let indexer = Indexer::open(
+        &app.dynamo,
+        &app.name,
+        queue,
+        &indexer_options(shards, &checkpoints),
+    )
+    .await
+    .unwrap();
+    let daemon = Daemon::new(
+        Arc::new(store),
+        Arc::new(SystemClock),
+        Arc::new(shards),
+        DaemonConfig {
+            poll_interval: Duration::from_millis(200),
+            ..DaemonConfig::default()
+        },
+    );
+    app.put(item("soon", &[("ttl", at(2_000))])).await;
+    app.put(item("later", &[("ttl", at(3_600_000))])).await;
+    let run_for = || tokio::time::sleep(Duration::from_secs(6));
+    let (indexed, swept) = tokio::join!(indexer.run(run_for()), daemon.run(run_for()));
+    assert_eq!(indexed.unwrap().entries, 2);
+    assert_eq!(swept.unwrap().deleted, 1);
+    assert!(app.get("soon").await.is_none());
+    assert!(app.get("later").await.is_some());
+    assert_eq!(entries(&queue_table).await, 1);
 }

@@ -73,7 +73,7 @@ pub(super) fn expiry_record(
 }
 
 /// A stream attribute value as the table API's (the two SDKs have one type each).
-fn convert(v: &StreamValue) -> AttributeValue {
+pub(crate) fn convert(v: &StreamValue) -> AttributeValue {
     match v {
         StreamValue::S(s) => AttributeValue::S(s.clone()),
         StreamValue::N(n) => AttributeValue::N(n.clone()),

@@ -13,7 +13,7 @@
 //! for each page before the page is classified, since the page is checkpointed past once
 //! written.
 
-mod convert;
+pub(crate) mod convert;
 
 use crate::connect::Dynamo;
 use crate::error::AdapterError;

@@ -10,6 +10,8 @@
 //! answer: deleted, or no longer due (its TTL extended, removed or changed, or the item gone).
 //! Application items are never written.
 
+pub mod indexer;
+
 use crate::connect::Dynamo;
 use crate::error::{AdapterError, store_error};
 use crate::item::ItemKey;
@@ -106,14 +108,11 @@ impl QueueTable {
         expiry: Expiry,
         shards: ShardCount,
     ) -> Result<(), AdapterError> {
-        let entry = entry_key(item, expiry, shards);
         self.dynamo
             .write
             .put_item()
             .table_name(&self.name)
-            .item(SHARD, AttributeValue::N(entry.shard.0.to_string()))
-            .item(DUE, AttributeValue::S(entry.sort))
-            .item(KEY, AttributeValue::M(item.to_map()))
+            .set_item(Some(entry_item(item, expiry, shards)))
             .send()
             .await
             .map_err(|e| AdapterError::from_sdk("PutItem", &self.dynamo.describe_endpoint(), e))?;
@@ -194,6 +193,23 @@ pub fn entry_key(item: &ItemKey, expiry: Expiry, shards: ShardCount) -> EntryKey
         expiry,
         shards,
     )
+}
+
+/// The queue entry of `item` expiring at `expiry`, as an item of the queue table.
+fn entry_item(
+    item: &ItemKey,
+    expiry: Expiry,
+    shards: ShardCount,
+) -> HashMap<String, AttributeValue> {
+    let entry = entry_key(item, expiry, shards);
+    HashMap::from([
+        (
+            SHARD.to_string(),
+            AttributeValue::N(entry.shard.0.to_string()),
+        ),
+        (DUE.to_string(), AttributeValue::S(entry.sort)),
+        (KEY.to_string(), AttributeValue::M(item.to_map())),
+    ])
 }
 
 /// An entry as the engine handles it: the application item's key and where its entry lies.
