@@ -30,6 +30,8 @@ pub enum ScanFilter {
     TtlWithoutShard,
     /// Items with a TTL or a shard attribute: what `doctor` inspects.
     TtlOrShard,
+    /// Items with a TTL attribute (of any type): what the expiry queue's backfill indexes.
+    Ttl,
 }
 
 /// An item as the adoption tools see it.
@@ -123,6 +125,7 @@ impl TableScan {
                 "attribute_exists(#ttl) AND attribute_not_exists(#shard)"
             }
             ScanFilter::TtlOrShard => "attribute_exists(#ttl) OR attribute_exists(#shard)",
+            ScanFilter::Ttl => "attribute_exists(#ttl)",
         };
         let out = self
             .dynamo

@@ -53,11 +53,11 @@ async fn an_entry_deletes_its_due_item_and_goes_whatever_the_item_says() {
         ("future", expiry(3_600_000)),
     ];
     for (pk, at) in entries_at {
-        queue.put_entry(&key(pk), at, shards).await.unwrap();
+        queue.put(&key(pk), at, shards).await.unwrap();
     }
     // Written twice (a replayed stream record): the same entry.
     queue
-        .put_entry(&key("due"), entries_at[0].1, shards)
+        .put(&key("due"), entries_at[0].1, shards)
         .await
         .unwrap();
     assert_eq!(entries(&queue_table).await, 4);
@@ -111,7 +111,7 @@ async fn the_daemon_deletes_through_the_queue_on_time() {
         ))
         .await;
         queue
-            .put_entry(&key(pk), Expiry::at_instant(ttl), shards)
+            .put(&key(pk), Expiry::at_instant(ttl), shards)
             .await
             .unwrap();
     }
@@ -225,3 +225,81 @@ async fn writers_set_only_the_ttl_and_the_item_goes_at_its_expiry() {
     assert!(app.get("later").await.is_some());
     assert_eq!(entries(&queue_table).await, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_writes_the_entries_of_the_items_already_there() {
+    use precise_ttl_dynamodb::backfill::{self, BackfillOptions, BackfillTarget, CheckpointFile};
+    let shards = ShardCount::new(4).unwrap();
+    let (app, queue_table, queue, store) = tables(4).await;
+    app.put(item("due", &[("ttl", at(-60_000))])).await;
+    app.put(item("later", &[("ttl", at(3_600_000))])).await;
+    app.put(item("text", &[("ttl", s("1800000000"))])).await;
+    app.put(item(
+        "too-old",
+        &[("ttl", crate::support::n(1_000_000_000))],
+    ))
+    .await;
+    app.put(item("no-ttl", &[])).await;
+    let scan = precise_ttl_dynamodb::TableScan::open(app.dynamo.clone(), &app.name, layout(4))
+        .await
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("precise-ttl-queue-{:x}", fastrand::u64(..)));
+    let target = BackfillTarget {
+        table: app.name.clone(),
+        ttl_attribute: "ttl".into(),
+        shard_attribute: format!("queue:{}", queue.name()),
+        shards: 4,
+        segments: 2,
+    };
+    let (checkpoint, _) = CheckpointFile::open(&dir, &target, false).unwrap();
+    let report = backfill::run(
+        precise_ttl_dynamodb::queue::backfill::QueueBackfill::new(scan, queue, shards),
+        SystemClock,
+        checkpoint,
+        BackfillOptions {
+            page_size: 100,
+            concurrency: 4,
+            max_writes_per_second: None,
+            backoff: precise_ttl_core::Backoff::default(),
+        },
+        Arc::new(Quiet),
+        std::future::pending(),
+    )
+    .await
+    .unwrap();
+    assert!(report.complete);
+    assert_eq!(
+        (
+            report.shard_added,
+            report.changed_meanwhile,
+            report.ttl_not_a_number
+        ),
+        (2, 1, 1),
+        "{report:?}"
+    );
+    assert_eq!(entries(&queue_table).await, 2);
+    // The sweep of the queue deletes the due one.
+    let window = DueWindow::at(now());
+    let mut due = Vec::new();
+    for shard in shards.all() {
+        due.extend(
+            store
+                .due_page(&shard, window, None, 100)
+                .await
+                .unwrap()
+                .items,
+        );
+    }
+    assert_eq!(due.len(), 1);
+    let keys: Vec<_> = due.into_iter().map(|d| d.key).collect();
+    assert_eq!(
+        store.delete_many_if_due(&keys, window).await[0]
+            .as_ref()
+            .ok(),
+        Some(&DeleteOutcome::Deleted)
+    );
+    assert!(app.get("due").await.is_none());
+}
+
+struct Quiet;
+impl precise_ttl_dynamodb::backfill::BackfillProgress for Quiet {}

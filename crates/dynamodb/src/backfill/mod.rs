@@ -11,10 +11,9 @@ mod checkpoint_file;
 
 pub use checkpoint_file::{BackfillTarget, CheckpointFile, Opened, SegmentPosition};
 
-use crate::item::ItemKey;
-use crate::scan::{ScanCursor, ScanFilter, ScanPage, Segment, ShardWrite, TableScan};
+use crate::scan::{ScanCursor, ScanFilter, ScanPage, ScannedItem, Segment, ShardWrite, TableScan};
 use aws_sdk_dynamodb::types::AttributeValue;
-use precise_ttl_core::{Backoff, Shard, ShardCount, TokenBucket};
+use precise_ttl_core::{Backoff, TokenBucket};
 use precise_ttl_engine::retry::with_backoff;
 use precise_ttl_engine::{Clock, StoreError};
 use std::future::Future;
@@ -25,11 +24,11 @@ use thiserror::Error;
 use tokio::sync::Mutex;
 use tokio::task::JoinSet;
 
-/// The two calls a backfill makes: a page of items with a TTL and no shard, and a conditional
-/// shard write. [`TableScan`] is the real one; tests inject faults through their own.
+/// The two calls a backfill makes: a page of items to index, and one item's index write — its
+/// shard attribute, written under a condition ([`TableScan`], the shard index), or its entry in
+/// the expiry queue ([`crate::queue::backfill::QueueBackfill`]). Tests inject faults through
+/// their own.
 pub trait BackfillTable: Send + Sync + 'static {
-    fn shards(&self) -> ShardCount;
-
     fn unsharded_page(
         &self,
         segment: Segment,
@@ -37,18 +36,14 @@ pub trait BackfillTable: Send + Sync + 'static {
         limit: u32,
     ) -> impl Future<Output = Result<ScanPage, StoreError>> + Send;
 
-    fn add_shard(
+    /// Indexes one item of a page (its TTL a Number).
+    fn write(
         &self,
-        key: &ItemKey,
-        shard: Shard,
+        item: &ScannedItem,
     ) -> impl Future<Output = Result<ShardWrite, StoreError>> + Send;
 }
 
 impl BackfillTable for TableScan {
-    fn shards(&self) -> ShardCount {
-        self.layout().shards
-    }
-
     async fn unsharded_page(
         &self,
         segment: Segment,
@@ -59,8 +54,12 @@ impl BackfillTable for TableScan {
             .await
     }
 
-    async fn add_shard(&self, key: &ItemKey, shard: Shard) -> Result<ShardWrite, StoreError> {
-        TableScan::add_shard(self, key, shard).await
+    async fn write(&self, item: &ScannedItem) -> Result<ShardWrite, StoreError> {
+        let shard = self
+            .layout()
+            .shards
+            .shard_for_key(&item.key.partition_bytes());
+        TableScan::add_shard(self, &item.key, shard).await
     }
 }
 
@@ -229,7 +228,6 @@ async fn run_segment<T: BackfillTable, C: Clock>(
         total: shared.segments,
     };
     let options = &shared.options;
-    let shards = shared.table.shards();
     loop {
         if shared.stop.load(Ordering::SeqCst) {
             return Ok(());
@@ -268,7 +266,6 @@ async fn run_segment<T: BackfillTable, C: Clock>(
             }
             let shared = Arc::clone(shared);
             let failed = Arc::clone(&failed);
-            let shard = shards.shard_for_key(&item.key.partition_bytes());
             writes.spawn(async move {
                 shared.take_token().await;
                 let result = with_backoff(
@@ -276,14 +273,14 @@ async fn run_segment<T: BackfillTable, C: Clock>(
                     || {
                         shared.counts.throttled.fetch_add(1, Ordering::Relaxed);
                     },
-                    || shared.table.add_shard(&item.key, shard),
+                    || shared.table.write(&item),
                 )
                 .await;
                 let counter = match result {
                     Ok(ShardWrite::Added) => &shared.counts.added,
                     Ok(ShardWrite::Changed) => &shared.counts.changed,
                     Err(e) => {
-                        tracing::warn!(key = %item.key, error = %e, "shard write kept failing");
+                        tracing::warn!(key = %item.key, error = %e, "index write kept failing");
                         failed.store(true, Ordering::SeqCst);
                         &shared.counts.errors
                     }

@@ -1,7 +1,8 @@
 //! The backfill against an in-memory table whose shard writes fail on demand.
 
 use super::*;
-use precise_ttl_core::ErrorClass;
+use crate::item::ItemKey;
+use precise_ttl_core::{ErrorClass, Shard, ShardCount};
 use precise_ttl_engine::SystemClock;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex as StdMutex;
@@ -31,10 +32,6 @@ fn key(pk: &str) -> ItemKey {
 }
 
 impl BackfillTable for Table {
-    fn shards(&self) -> ShardCount {
-        ShardCount::new(16).unwrap()
-    }
-
     async fn unsharded_page(
         &self,
         _segment: Segment,
@@ -64,7 +61,11 @@ impl BackfillTable for Table {
         })
     }
 
-    async fn add_shard(&self, key: &ItemKey, shard: Shard) -> Result<ShardWrite, StoreError> {
+    async fn write(&self, item: &crate::scan::ScannedItem) -> Result<ShardWrite, StoreError> {
+        let key = &item.key;
+        let shard = ShardCount::new(16)
+            .unwrap()
+            .shard_for_key(&key.partition_bytes());
         let pk = String::from_utf8(key.partition_bytes()).unwrap();
         if self.failing.lock().unwrap().contains(&pk) {
             return Err(StoreError::new(ErrorClass::Transient, "injected"));

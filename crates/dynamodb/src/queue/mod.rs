@@ -10,6 +10,7 @@
 //! answer: deleted, or no longer due (its TTL extended, removed or changed, or the item gone).
 //! Application items are never written.
 
+pub mod backfill;
 pub mod indexer;
 
 use crate::connect::Dynamo;
@@ -102,12 +103,12 @@ impl QueueTable {
 
     /// Writes the entry of `item` expiring at `expiry` (idempotent: the same item and expiry
     /// always make the same entry).
-    pub async fn put_entry(
+    pub async fn put(
         &self,
         item: &ItemKey,
         expiry: Expiry,
         shards: ShardCount,
-    ) -> Result<(), AdapterError> {
+    ) -> Result<(), StoreError> {
         self.dynamo
             .write
             .put_item()
@@ -115,7 +116,7 @@ impl QueueTable {
             .set_item(Some(entry_item(item, expiry, shards)))
             .send()
             .await
-            .map_err(|e| AdapterError::from_sdk("PutItem", &self.dynamo.describe_endpoint(), e))?;
+            .map_err(|e| store_error("PutItem", e))?;
         Ok(())
     }
 
