@@ -4,7 +4,8 @@
 //! (a malformed Number) become ValidationException, malformed JSON SerializationException.
 
 use crate::error::DbError;
-use crate::value::{Item, Name, Number, Value};
+use crate::value::{BINARY_TEXT, Item, Name, Number, Value};
+use base64::Engine;
 use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -144,9 +145,10 @@ fn number<E: de::Error>(text: &str) -> Result<Number, E> {
 }
 
 fn binary<E: de::Error>(text: &str) -> Result<Box<[u8]>, E> {
-    base64_decode(text)
+    BINARY_TEXT
+        .decode(text)
         .map(Vec::into_boxed_slice)
-        .ok_or_else(|| E::custom("Base64 encoded length is expected a multiple of 4 bytes"))
+        .map_err(|_| E::custom("Base64 encoded length is expected a multiple of 4 bytes"))
 }
 
 impl Serialize for Value {
@@ -155,7 +157,7 @@ impl Serialize for Value {
         match self {
             Value::S(s) => map.serialize_entry("S", &**s)?,
             Value::N(n) => map.serialize_entry("N", n.as_str())?,
-            Value::B(b) => map.serialize_entry("B", &base64_encode(b))?,
+            Value::B(b) => map.serialize_entry("B", &BINARY_TEXT.encode(b))?,
             Value::Bool(b) => map.serialize_entry("BOOL", b)?,
             Value::Null => map.serialize_entry("NULL", &true)?,
             Value::L(l) => map.serialize_entry("L", &**l)?,
@@ -164,7 +166,7 @@ impl Serialize for Value {
             Value::Ns(n) => map.serialize_entry("NS", &NumberList(n))?,
             Value::Bs(b) => map.serialize_entry(
                 "BS",
-                &b.iter().map(|b| base64_encode(b)).collect::<Vec<_>>(),
+                &b.iter().map(|b| BINARY_TEXT.encode(b)).collect::<Vec<_>>(),
             )?,
         }
         map.end()
@@ -248,62 +250,6 @@ impl<'de> Deserialize<'de> for Values {
         }
         deserializer.deserialize_seq(ListVisitor)
     }
-}
-
-const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/// Standard base64 with padding, as DynamoDB's JSON carries binaries.
-pub fn base64_encode(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(BASE64[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
-    let bytes = text.as_bytes();
-    if !bytes.len().is_multiple_of(4) {
-        return None;
-    }
-    let sextet = |c: u8| -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        } as u32)
-    };
-    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
-    for (i, chunk) in bytes.chunks(4).enumerate() {
-        let last = i == bytes.len() / 4 - 1;
-        let pad = chunk.iter().rev().take_while(|c| **c == b'=').count();
-        if pad > 2 || (pad > 0 && !last) {
-            return None;
-        }
-        let mut n = 0u32;
-        for (j, c) in chunk.iter().enumerate() {
-            let v = if j >= 4 - pad { 0 } else { sextet(*c)? };
-            n = (n << 6) | v;
-        }
-        let decoded = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-        out.extend_from_slice(&decoded[..3 - pad]);
-    }
-    Some(out)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -675,14 +621,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn base64_round_trips() {
+    fn binaries_are_padded_base64() {
+        let decode_b = |text: &str| decode::<Value>(format!(r#"{{"B":"{text}"}}"#).as_bytes());
         for bytes in [&b""[..], b"a", b"ab", b"abc", b"abcd", &[0, 255, 128, 7, 9]] {
-            let text = base64_encode(bytes);
-            assert_eq!(base64_decode(&text).as_deref(), Some(bytes), "{text}");
+            let text = serde_json::to_string(&Value::B(bytes.into())).unwrap();
+            let back: Value = decode(text.as_bytes()).unwrap();
+            assert_eq!(back, Value::B(bytes.into()), "{text}");
         }
-        assert_eq!(base64_encode(b"hello"), "aGVsbG8=");
-        assert_eq!(base64_decode("abc"), None);
-        assert_eq!(base64_decode("a=bc"), None);
+        assert_eq!(
+            serde_json::to_string(&Value::B(b"hello"[..].into())).unwrap(),
+            r#"{"B":"aGVsbG8="}"#
+        );
+        // Bits past the last byte are ignored ("QR==" is "A"), padding must be whole.
+        assert_eq!(decode_b("QR==").unwrap(), Value::B(b"A"[..].into()));
+        for bad in ["abc", "a=bc", "QQ", "Q===", "QQ==QQ=="] {
+            assert!(
+                matches!(decode_b(bad), Err(DbError::Serialization(_))),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -18,8 +18,8 @@ pub enum Latency {
 impl Default for Latency {
     fn default() -> Self {
         Latency::LogNormal {
-            p50: Duration::from_millis(4),
-            p99: Duration::from_millis(15),
+            p50: crate::defaults::LATENCY_P50,
+            p99: crate::defaults::LATENCY_P99,
         }
     }
 }

@@ -29,11 +29,12 @@
 //! time is its own and [`Stats::cpu_seconds`] reports it. Modules: [`value`] (attribute values),
 //! [`codec`] (the wire format), [`expr`] (expressions and PartiQL), [`capacity`] (buckets and
 //! units), [`latency`] (the delay model), [`table`] and [`db`] (the store and its operations),
-//! [`deletions`] (the delete log), [`server`] (HTTP).
+//! [`deletions`] (the delete log), [`server`] (HTTP), [`defaults`] (every setting's default).
 
 pub mod capacity;
 pub mod codec;
 pub mod db;
+pub mod defaults;
 pub mod deletions;
 pub mod error;
 pub mod expr;
@@ -59,8 +60,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use table::TableDefaults;
 
-/// How the simulator behaves.
-#[derive(Debug, Clone)]
+/// How the simulator behaves; [`Default`] gives [`defaults`]' settings.
+#[derive(Debug, Clone, PartialEq)]
 pub struct SimConfig {
     /// Where to listen; port 0 picks a free one.
     pub bind: SocketAddr,
@@ -81,19 +82,19 @@ pub struct SimConfig {
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
-            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            bind: SocketAddr::new(defaults::HOST, 0),
             latency: Latency::default(),
-            commit_point: 0.5,
-            table_partitions: 40,
+            commit_point: defaults::COMMIT_POINT,
+            table_partitions: defaults::TABLE_PARTITIONS,
             limits: Limits {
-                partition_wcu: 1000.0,
-                partition_rcu: 3000.0,
-                total_wcu: 40_000.0,
-                total_rcu: 40_000.0,
-                burst_seconds: 1.0,
+                partition_wcu: defaults::PARTITION_WCU,
+                partition_rcu: defaults::PARTITION_RCU,
+                total_wcu: defaults::TABLE_WCU,
+                total_rcu: defaults::TABLE_RCU,
+                burst_seconds: defaults::BURST_SECONDS,
             },
-            threads: 1,
-            seed: 1,
+            threads: defaults::THREADS,
+            seed: defaults::SEED,
         }
     }
 }

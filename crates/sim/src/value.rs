@@ -1,13 +1,24 @@
 //! Attribute values as DynamoDB holds them: [`Number`] (a decimal, normalised and ordered as
 //! DynamoDB orders numbers), [`Value`] (every attribute type), [`KeyValue`] (the three key
-//! types), [`Item`], and DynamoDB's item size rules, which capacity units are computed from.
+//! types), [`Item`], DynamoDB's item size rules, which capacity units are computed from, and
+//! [`BINARY_TEXT`], how a Binary is written as text (the wire format's and the logs').
 
+use base64::Engine;
+use base64::engine::{GeneralPurpose, GeneralPurposeConfig};
 use std::cmp::Ordering;
 use std::fmt;
 use std::sync::Arc;
 
 /// An attribute name. Names are shared between the items of a table.
 pub type Name = Arc<str>;
+
+/// A Binary's bytes as text, in DynamoDB's JSON and in the simulator's logs and stats: standard
+/// base64 with whole padding. Bits past the last byte are ignored on decoding (`QR==` reads as
+/// `A`), as the simulator's own decoder ignored them before it used this crate.
+pub const BINARY_TEXT: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true),
+);
 
 /// Why a Number was refused, in DynamoDB's words where it has them.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -349,7 +360,7 @@ impl KeyValue {
         match self {
             KeyValue::S(s) => s.to_string(),
             KeyValue::N(n) => n.to_string(),
-            KeyValue::B(b) => crate::codec::base64_encode(b),
+            KeyValue::B(b) => BINARY_TEXT.encode(b),
         }
     }
 }

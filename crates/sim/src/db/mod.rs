@@ -3,10 +3,12 @@
 //! validates its request as DynamoDB does, asks the tables' buckets for capacity, and answers
 //! with DynamoDB's output shapes or errors. The operations live by kind in the submodules:
 //! `control` (tables, TTL settings), `write` (PutItem, UpdateItem, DeleteItem), `read`
-//! (GetItem, Query, Scan), `batch` (BatchWriteItem, PartiQL), [`stats`] (what is reported).
+//! (GetItem, Scan, and what every read shares), `query` (Query), `batch` (BatchWriteItem,
+//! PartiQL), [`stats`] (what is reported).
 
 mod batch;
 mod control;
+mod query;
 mod read;
 pub mod stats;
 mod write;

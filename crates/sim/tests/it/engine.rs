@@ -2,13 +2,14 @@
 //! delete modes, the status query, and the adapter's reading of the simulator's throttling and
 //! its reasons.
 
+use crate::support::{item, quick, shard_index, table_spec};
 use aws_sdk_dynamodb::types::AttributeValue;
 use precise_ttl_core::{
     DueWindow, ErrorClass, Shard, ShardCount, ThrottleScope, Timestamp, TtlLayout,
 };
 use precise_ttl_dynamodb::{DeleteMode, Dynamo, DynamoStore, ItemKey, SetupAction, SetupOptions};
 use precise_ttl_engine::{Clock, ExpiryStore, StoreError, SweepConfig, Sweeper, SystemClock};
-use precise_ttl_sim::{Item, KeySpec, Limits, ScalarType, SimConfig, Simulator, TableSpec, Value};
+use precise_ttl_sim::{Limits, SimConfig, Simulator, Value};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,24 +23,7 @@ fn layout() -> TtlLayout {
 }
 
 fn bare_table(sim: &Simulator) {
-    sim.create_table(&TableSpec {
-        name: TABLE.into(),
-        partition_key: KeySpec::new("pk", ScalarType::S),
-        sort_key: None,
-        indexes: Vec::new(),
-    })
-    .unwrap();
-}
-
-fn item(pk: &str, ttl: Option<Value>, shard: Option<i64>) -> Item {
-    let mut item = Item::new().with("pk", Value::s(pk));
-    if let Some(ttl) = ttl {
-        item = item.with("ttl", ttl);
-    }
-    if let Some(shard) = shard {
-        item = item.with("ttl_shard", Value::int(shard));
-    }
-    item
+    sim.create_table(&table_spec(TABLE, Vec::new())).unwrap();
 }
 
 fn now_s() -> i64 {
@@ -48,7 +32,7 @@ fn now_s() -> i64 {
 
 #[tokio::test]
 async fn setup_and_an_engine_sweep_run_against_the_simulator() {
-    let sim = Simulator::start(SimConfig::default().without_latency()).unwrap();
+    let sim = Simulator::start(quick()).unwrap();
     bare_table(&sim);
     let now = now_s();
     // Written before the index exists: the backfill leaves out the String TTLs.
@@ -229,29 +213,21 @@ async fn the_adapter_reads_the_simulators_throttling_as_throttling() {
 }
 
 /// A simulated table of `table_partitions` partitions with the shard index, each partition (of
-/// the table and of the index) taking 10 writes a second.
+/// the table and of the index) taking 10 writes a second with a second of burst, so ten deletes
+/// pass at once and the next ones are refused.
 fn slow_partitions(table_partitions: usize) -> Simulator {
     let config = SimConfig {
         table_partitions,
         limits: Limits {
             partition_wcu: 10.0,
+            burst_seconds: 1.0,
             ..SimConfig::default().limits
         },
-        ..SimConfig::default().without_latency()
+        ..quick()
     };
     let sim = Simulator::start(config).unwrap();
-    sim.create_table(&TableSpec {
-        name: TABLE.into(),
-        partition_key: KeySpec::new("pk", ScalarType::S),
-        sort_key: None,
-        indexes: vec![precise_ttl_sim::IndexSpec {
-            name: layout().index_name,
-            partition_key: KeySpec::new("ttl_shard", ScalarType::N),
-            sort_key: Some(KeySpec::new("ttl", ScalarType::N)),
-            all_attributes: false,
-        }],
-    })
-    .unwrap();
+    sim.create_table(&table_spec(TABLE, vec![shard_index(&layout().index_name)]))
+        .unwrap();
     sim
 }
 
