@@ -39,6 +39,21 @@ async fn describe(dynamo: &Dynamo, table: &str) -> Result<TableDescription, Adap
         .unwrap_or_else(|| TableDescription::builder().build()))
 }
 
+/// The table's stream as DescribeTable says: its view type (`None`: no stream on) and the ARN of
+/// its latest stream.
+pub(crate) async fn current_stream(
+    dynamo: &Dynamo,
+    table: &str,
+) -> Result<(Option<StreamViewType>, Option<String>), AdapterError> {
+    let description = describe(dynamo, table).await?;
+    let view = description
+        .stream_specification()
+        .filter(|s| s.stream_enabled())
+        .and_then(|s| s.stream_view_type())
+        .cloned();
+    Ok((view, description.latest_stream_arn().map(str::to_string)))
+}
+
 /// Turns the table's stream on (keys only), if it is not on already.
 pub async fn enable_keys_stream(dynamo: &Dynamo, table: &str) -> Result<(), AdapterError> {
     let on = describe(dynamo, table)

@@ -166,19 +166,8 @@ pub async fn open(
     table: &str,
     options: &ArchiveOptions,
 ) -> Result<OpenedStream, AdapterError> {
-    let description = dynamo
-        .query
-        .describe_table()
-        .table_name(table)
-        .send()
-        .await
-        .map_err(|e| AdapterError::from_sdk("DescribeTable", &dynamo.describe_endpoint(), e))?
-        .table
-        .ok_or_else(|| fatal(format!("table {table:?} has no description")))?;
-    let spec = description
-        .stream_specification()
-        .filter(|s| s.stream_enabled());
-    match spec.and_then(|s| s.stream_view_type()) {
+    let (view, arn) = crate::stream::current_stream(dynamo, table).await?;
+    match view {
         None => {
             return Err(fatal(format!(
                 "table {table:?} has no stream: run `precise-ttl setup --table {table} --stream` first"
@@ -192,10 +181,7 @@ pub async fn open(
             )));
         }
     }
-    let arn = description
-        .latest_stream_arn()
-        .ok_or_else(|| fatal(format!("table {table:?} has no stream ARN")))?
-        .to_string();
+    let arn = arn.ok_or_else(|| fatal(format!("table {table:?} has no stream ARN")))?;
     let tail = StreamTail::open(
         dynamo,
         &arn,

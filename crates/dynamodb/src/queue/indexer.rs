@@ -68,19 +68,7 @@ impl Indexer {
         queue: QueueTable,
         options: &IndexerOptions,
     ) -> Result<Indexer, AdapterError> {
-        let description = dynamo
-            .query
-            .describe_table()
-            .table_name(table)
-            .send()
-            .await
-            .map_err(|e| AdapterError::from_sdk("DescribeTable", &dynamo.describe_endpoint(), e))?
-            .table
-            .ok_or_else(|| fatal(format!("table {table:?} has no description")))?;
-        let view = description
-            .stream_specification()
-            .filter(|s| s.stream_enabled())
-            .and_then(|s| s.stream_view_type());
+        let (view, arn) = crate::stream::current_stream(dynamo, table).await?;
         match view {
             Some(StreamViewType::NewImage | StreamViewType::NewAndOldImages) => {}
             None => {
@@ -95,13 +83,11 @@ impl Indexer {
                 )));
             }
         }
-        let arn = description
-            .latest_stream_arn()
-            .ok_or_else(|| fatal(format!("table {table:?} has no stream ARN")))?;
+        let arn = arn.ok_or_else(|| fatal(format!("table {table:?} has no stream ARN")))?;
         let key_names = TableShape::require(dynamo, table).await?.key_names();
         let tail = StreamTail::open(
             dynamo,
-            arn,
+            &arn,
             &options.checkpoint_table,
             "the expiry queue's checkpoint table",
         )
