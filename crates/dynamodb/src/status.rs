@@ -7,6 +7,7 @@
 use crate::connect::Dynamo;
 use crate::error::store_error;
 pub use crate::setup::capacity::DueCount;
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::{AttributeValue, Select};
 use precise_ttl_core::{DueWindow, Expiry, Shard, Timestamp, TtlLayout};
 use precise_ttl_engine::StoreError;
@@ -71,6 +72,35 @@ pub async fn count_between(
     to: Timestamp,
     max_pages: Option<u64>,
 ) -> Result<DueCount, StoreError> {
+    count_query(
+        |start| {
+            dynamo
+                .query
+                .query()
+                .table_name(table)
+                .index_name(&layout.index_name)
+                .key_condition_expression("#shard = :shard AND #ttl BETWEEN :from AND :to")
+                .expression_attribute_names("#shard", &layout.shard_attribute)
+                .expression_attribute_names("#ttl", &layout.ttl_attribute)
+                .expression_attribute_values(":shard", AttributeValue::N(shard.0.to_string()))
+                .expression_attribute_values(
+                    ":from",
+                    AttributeValue::N(from.to_epoch_seconds_text()),
+                )
+                .expression_attribute_values(":to", AttributeValue::N(to.to_epoch_seconds_text()))
+                .set_exclusive_start_key(start)
+        },
+        max_pages,
+    )
+    .await
+}
+
+/// Counts what `query` (given where to start) matches, page by page, stopping after
+/// `max_pages` pages (`capped` then says the count is a lower bound).
+pub(crate) async fn count_query<F>(query: F, max_pages: Option<u64>) -> Result<DueCount, StoreError>
+where
+    F: Fn(Option<HashMap<String, AttributeValue>>) -> QueryFluentBuilder,
+{
     let mut count = DueCount::default();
     let mut start = None;
     loop {
@@ -78,19 +108,8 @@ pub async fn count_between(
             count.capped = true;
             return Ok(count);
         }
-        let out = dynamo
-            .query
-            .query()
-            .table_name(table)
-            .index_name(&layout.index_name)
-            .key_condition_expression("#shard = :shard AND #ttl BETWEEN :from AND :to")
-            .expression_attribute_names("#shard", &layout.shard_attribute)
-            .expression_attribute_names("#ttl", &layout.ttl_attribute)
-            .expression_attribute_values(":shard", AttributeValue::N(shard.0.to_string()))
-            .expression_attribute_values(":from", AttributeValue::N(from.to_epoch_seconds_text()))
-            .expression_attribute_values(":to", AttributeValue::N(to.to_epoch_seconds_text()))
+        let out = query(start)
             .select(Select::Count)
-            .set_exclusive_start_key(start)
             .send()
             .await
             .map_err(|e| store_error("Query", e))?;

@@ -43,14 +43,16 @@ async fn an_entry_deletes_its_due_item_and_goes_whatever_the_item_says() {
     let shards = ShardCount::new(4).unwrap();
     let (app, queue_table, queue, store) = tables(4).await;
     // Due; extended after its entry was written; gone; not yet due.
-    app.put(item("due", &[("ttl", at(-10_000))])).await;
-    app.put(item("extended", &[("ttl", at(3_600_000))])).await;
-    app.put(item("future", &[("ttl", at(3_600_000))])).await;
+    let (past, later) = (expiry(-10_000), expiry(3_600_000));
+    let ttl = |e: Expiry| crate::support::n(e.at().to_epoch_seconds_text());
+    app.put(item("due", &[("ttl", ttl(past))])).await;
+    app.put(item("extended", &[("ttl", ttl(later))])).await;
+    app.put(item("future", &[("ttl", ttl(later))])).await;
     let entries_at = [
-        ("due", expiry(-10_000)),
-        ("extended", expiry(-10_000)),
+        ("due", past),
+        ("extended", past),
         ("gone", expiry(-5_000)),
-        ("future", expiry(3_600_000)),
+        ("future", later),
     ];
     for (pk, at) in entries_at {
         queue.put(&key(pk), at, shards).await.unwrap();
@@ -63,6 +65,30 @@ async fn an_entry_deletes_its_due_item_and_goes_whatever_the_item_says() {
     assert_eq!(entries(&queue_table).await, 4);
 
     let window = DueWindow::at(now());
+    let key_names = vec!["pk".to_string()];
+    let sample = queue
+        .sample(&app.name, "ttl", &key_names, 100)
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            sample.entries,
+            sample.live,
+            sample.item_gone,
+            sample.ttl_changed,
+            sample.unread
+        ),
+        (4, 2, 1, 1, 0),
+        "{sample:?}"
+    );
+    let mut counted = 0;
+    for shard in shards.all() {
+        counted += queue.count_between(shard, window, None).await.unwrap().due;
+    }
+    assert_eq!(
+        counted, 3,
+        "due entries, the gone and the extended item's included"
+    );
     let mut due = Vec::new();
     for shard in shards.all() {
         let page = store.due_page(&shard, window, None, 100).await.unwrap();

@@ -12,12 +12,14 @@
 
 pub mod backfill;
 pub mod indexer;
+pub mod inspect;
 
 use crate::connect::Dynamo;
 use crate::error::{AdapterError, store_error};
 use crate::item::ItemKey;
 use crate::store::{DynamoStore, record_capacity};
 use crate::table::TableShape;
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, DeleteRequest, KeySchemaElement, KeyType,
     ReturnConsumedCapacity, ScalarAttributeType, WriteRequest,
@@ -118,6 +120,36 @@ impl QueueTable {
             .await
             .map_err(|e| store_error("PutItem", e))?;
         Ok(())
+    }
+
+    /// Entries of `shard` whose expiry lies in `window`, counted page by page, at most
+    /// `max_pages` pages.
+    pub async fn count_between(
+        &self,
+        shard: Shard,
+        window: DueWindow,
+        max_pages: Option<u64>,
+    ) -> Result<crate::status::DueCount, StoreError> {
+        crate::status::count_query(
+            |start| self.due_query(shard, window).set_exclusive_start_key(start),
+            max_pages,
+        )
+        .await
+    }
+
+    /// The Query of `shard`'s entries whose expiry lies in `window`, oldest first.
+    fn due_query(&self, shard: Shard, window: DueWindow) -> QueryFluentBuilder {
+        let (low, high) = sort_bounds(window);
+        self.dynamo
+            .query
+            .query()
+            .table_name(&self.name)
+            .key_condition_expression("#shard = :shard AND #due BETWEEN :low AND :high")
+            .expression_attribute_names("#shard", SHARD)
+            .expression_attribute_names("#due", DUE)
+            .expression_attribute_values(":shard", AttributeValue::N(shard.0.to_string()))
+            .expression_attribute_values(":low", AttributeValue::S(low))
+            .expression_attribute_values(":high", AttributeValue::S(high))
     }
 
     /// Removes entries; what a batch leaves unprocessed is tried again a few times, then left
@@ -303,19 +335,9 @@ impl ExpiryStore for QueueStore {
         cursor: Option<Self::Cursor>,
         limit: u32,
     ) -> Result<DuePage<QueueKey, Self::Cursor>, StoreError> {
-        let (low, high) = sort_bounds(window);
         let out = self
             .queue
-            .dynamo
-            .query
-            .query()
-            .table_name(&self.queue.name)
-            .key_condition_expression("#shard = :shard AND #due BETWEEN :low AND :high")
-            .expression_attribute_names("#shard", SHARD)
-            .expression_attribute_names("#due", DUE)
-            .expression_attribute_values(":shard", AttributeValue::N(shard.0.to_string()))
-            .expression_attribute_values(":low", AttributeValue::S(low))
-            .expression_attribute_values(":high", AttributeValue::S(high))
+            .due_query(*shard, window)
             .set_exclusive_start_key(cursor)
             .limit(i32::try_from(limit).unwrap_or(i32::MAX))
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
