@@ -31,3 +31,4 @@ mod stand_in;
 mod stop;
 mod support;
 mod sweep;
+mod usage;
