@@ -159,7 +159,7 @@ impl LambdaConfig {
         };
         let safety_margin =
             settings::duration(&read(SAFETY_MARGIN)).map_err(|why| invalid(SAFETY_MARGIN, why))?;
-        let daemon = DaemonSettings::from_lookup(&get)?;
+        let daemon = DaemonSettings::from_lookup(get)?;
         Ok(LambdaConfig {
             table,
             layout,
