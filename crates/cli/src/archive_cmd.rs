@@ -23,21 +23,21 @@ pub async fn run(global: &Global, args: &ArchiveArgs) -> anyhow::Result<Outcome>
     let progress = ArchiveProgress::default();
     // Served before the store is reached: /healthz says "starting" meanwhile.
     let mut where_metrics = String::new();
-    if let Some(addr) = args.metrics_addr {
+    if let Some(addr) = args.archive_metrics_addr {
         let stale = args
-            .unhealthy_after
-            .unwrap_or_else(|| (args.poll_interval * 10).max(Duration::from_secs(30)));
+            .archive_unhealthy_after
+            .unwrap_or_else(|| (args.archive_poll_interval * 10).max(Duration::from_secs(30)));
         let bound = serve(addr, install_recorder()?, progress.clone(), stale).await?;
         where_metrics = format!(", metrics on http://{bound}/metrics");
         eprintln!("precise-ttl archive: metrics on http://{bound}/metrics");
     }
     // Records go to standard output with `--to -`: the messages go to standard error then.
-    let sink = args.tuning.open(&args.to, global).await?;
+    let sink = args.tuning.open(&args.archive_to, global).await?;
     let dynamo = crate::wiring::connect(global).await?;
     let options = ArchiveOptions {
         ttl_attribute: layout.ttl_attribute.clone(),
-        checkpoint_table: args.checkpoint_table.clone(),
-        poll_interval: args.poll_interval,
+        checkpoint_table: args.archive_checkpoint_table.clone(),
+        poll_interval: args.archive_poll_interval,
         record_time_resolution: args.record_time_resolution,
     };
     // A store that is slow or unreachable at start (a restart during a blip) is waited for.
@@ -51,7 +51,7 @@ pub async fn run(global: &Global, args: &ArchiveArgs) -> anyhow::Result<Outcome>
         "precise-ttl archive: table {table:?}, stream {}, record times to {}, checkpoints in {:?}{where_metrics}",
         opened.arn(),
         opened.resolution().describe(),
-        args.checkpoint_table,
+        args.archive_checkpoint_table,
     );
     let report = archive(table, opened, &sink, &options, &progress, stop).await;
     // Whatever the stream did, what reached the sink goes to its final place.

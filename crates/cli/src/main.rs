@@ -54,10 +54,6 @@ fn main() -> ExitCode {
     if !stops_in_order(&cli.command) {
         wiring::die_on_stop_signals();
     }
-    if cli.global.table.as_deref() == Some("") {
-        eprintln!("error: --table must not be empty");
-        return ExitCode::from(2);
-    }
     init_logging(cli.global.log_format, cli.global.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -82,6 +78,12 @@ fn main() -> ExitCode {
             eprintln!("error: {denial}");
             eprintln!("hint: {}", hints::for_denial(&denial, &command_name));
             ExitCode::from(1)
+        }
+        // Bad usage found after parsing (no table, flags that contradict each other): 2, as
+        // for clap's own usage errors.
+        Err(e) if e.chain().any(|cause| cause.is::<args::UsageError>()) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
         }
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -141,6 +143,7 @@ fn config_path() -> Option<std::path::PathBuf> {
 }
 
 fn init_logging(format: LogFormat, verbose: u8) {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let default = match verbose {
         0 => "warn",
@@ -152,8 +155,10 @@ fn init_logging(format: LogFormat, verbose: u8) {
             "{default},aws_config=error,aws_smithy_runtime=warn,hyper=warn"
         ))
     });
+    // Colour codes only for a terminal: in a file, a pipe or a log collector they are noise.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.with_target(false).init(),

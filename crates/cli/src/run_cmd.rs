@@ -1,6 +1,6 @@
 //! `precise-ttl run`: the daemon, over our sharded index or the 2022 blog's window index.
 
-use crate::args::{Global, IndexLayout, RunArgs};
+use crate::args::{Global, IndexLayout, RunArgs, UsageError};
 use crate::wiring::Outcome;
 use anyhow::Context;
 use precise_ttl_dynamodb::{AdapterError, BlogWindows, Dynamo, DynamoStore, LeaseTable};
@@ -21,21 +21,16 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
     let deadline = args.run_for.map(|d| tokio::time::Instant::now() + d);
     let layout = global.layout()?;
     let table = global.table()?;
-    if args.lookback < args.poll_interval {
-        anyhow::bail!(
-            "--lookback ({:?}) must be at least --poll-interval ({:?}), or items written between two reads could wait for the backlog pass",
-            args.lookback,
-            args.poll_interval
-        );
-    }
+    let settings = args.daemon_settings()?;
     let blog_options = match args.blog.index_layout {
         IndexLayout::Sharded => None,
-        IndexLayout::BlogWindow => Some(args.blog.options()?),
+        IndexLayout::BlogWindow => Some(args.blog.options().map_err(UsageError::of)?),
     };
     if blog_options.is_some() && args.archive.archive.is_some() {
-        anyhow::bail!(
-            "--archive works with the sharded index only, not --index-layout blog-window"
-        );
+        return Err(UsageError(
+            "--archive works with the sharded index only, not --index-layout blog-window".into(),
+        )
+        .into());
     }
     let handle = DaemonHandle::default();
     // Served before the store is reached: /healthz says "starting" meanwhile.
@@ -64,7 +59,6 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
         None => args.archive.open(global).await?,
     };
     let mode = args.delete_mode.mode();
-    let config = daemon_config(args);
     let stopped_early = || {
         println!("stopped before the store could be reached: nothing deleted");
         Ok(Outcome::Success)
@@ -94,7 +88,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
             if let Some(sink) = &sink {
                 store = store.with_archive(sink.clone());
             }
-            let config = with_budget(config, args, store.write_capacity());
+            let config = daemon_config(&settings, store.write_capacity());
             let store = Arc::new(store);
             let daemon = Daemon::new(store, dynamo.store_clock.clone(), shards, config)
                 .with_handle(handle.clone());
@@ -138,7 +132,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
             // Stray shard values do not exist in the window layout.
             let config = DaemonConfig {
                 stray_check_interval: None,
-                ..with_budget(config, args, store.write_capacity())
+                ..daemon_config(&settings, store.write_capacity())
             };
             let daemon = Daemon::new(
                 Arc::new(store),
@@ -187,39 +181,16 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Success)
 }
 
-fn daemon_config(args: &RunArgs) -> DaemonConfig {
-    let mut config = DaemonConfig {
-        poll_interval: args.poll_interval,
-        horizon: args.horizon,
-        lookback: args.lookback,
-        page_size: args.index_page.page_size,
-        max_concurrency: args.deletes.concurrency as usize,
-        max_deletes_per_second: args.max_deletes_per_second,
-        batch_linger: args.batch_linger,
-        stray_check_interval: (!args.stray_check_interval.is_zero())
-            .then_some(args.stray_check_interval),
-        ..DaemonConfig::default()
-    };
-    config.initial_concurrency = config.initial_concurrency.min(config.max_concurrency);
-    config.min_concurrency = config.min_concurrency.min(config.max_concurrency);
-    config.backoff.max_attempts = args.retries.max_attempts;
-    config
-}
-
-/// The backlog's budget for a table of `capacity` (said once, on standard output).
-fn with_budget(
-    config: DaemonConfig,
-    args: &RunArgs,
+/// The daemon's configuration for a table of `capacity` (the Lambda's mapping: one function), its
+/// backlog budget said once on standard output.
+fn daemon_config(
+    settings: &precise_ttl_engine::DaemonSettings,
     capacity: precise_ttl_core::capacity::WriteCapacity,
 ) -> DaemonConfig {
-    let ceiling = args.budget.ceiling(capacity).map(|(ceiling, why)| {
-        println!("precise-ttl run: {why}");
-        ceiling
-    });
-    DaemonConfig {
-        backlog_ceiling: ceiling,
-        ..config
+    if let Some(budget) = settings.budget(capacity) {
+        println!("precise-ttl run: {budget}");
     }
+    settings.daemon_config(capacity)
 }
 
 type Fleet = Option<Arc<Leases<LeaseTable>>>;

@@ -12,6 +12,9 @@ use precise_ttl_engine::Clock;
 use std::collections::BTreeMap;
 
 pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> {
+    // Usage first: a missing table asks no worker.
+    let layout = global.layout()?;
+    let table = global.table()?;
     // The workers are asked while the store is read, so their pages and the index are seen at
     // about the same moment and a slow worker adds nothing to the store's time.
     let asked: Vec<_> = args
@@ -22,8 +25,6 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
             tokio::spawn(async move { worker_metrics::ask(&url).await })
         })
         .collect();
-    let layout = global.layout()?;
-    let table = global.table()?;
     let dynamo = crate::wiring::connect(global).await?;
     // Same checks as the sweeper: a clear error for a missing table or index.
     DynamoStore::open(dynamo.clone(), table, layout.clone()).await?;

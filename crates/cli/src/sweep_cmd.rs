@@ -1,6 +1,6 @@
 //! `precise-ttl sweep`: one pass over every shard (or every window of the blog's index).
 
-use crate::args::{Global, SweepArgs};
+use crate::args::{Global, SweepArgs, UsageError};
 use crate::wiring::Outcome;
 use precise_ttl_core::Backoff;
 use precise_ttl_dynamodb::{BlogWindows, DynamoStore};
@@ -23,11 +23,13 @@ pub async fn run(global: &Global, args: &SweepArgs) -> anyhow::Result<Outcome> {
     };
     if args.blog.index_layout == crate::args::IndexLayout::BlogWindow {
         if args.archive.archive.is_some() {
-            anyhow::bail!(
+            return Err(UsageError(
                 "--archive works with the sharded index only, not --index-layout blog-window"
-            );
+                    .into(),
+            )
+            .into());
         }
-        let options = args.blog.options()?;
+        let options = args.blog.options().map_err(UsageError::of)?;
         let dynamo = crate::wiring::connect(global).await?;
         let clock = dynamo.store_clock.clone();
         let blog = BlogWindows::open(dynamo, table, &layout, &options, clock.now()).await?;

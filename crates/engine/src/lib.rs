@@ -26,6 +26,7 @@ pub mod partition;
 #[cfg(feature = "test-util")]
 pub mod partitioned;
 pub mod retry;
+pub mod settings;
 pub mod skew;
 pub mod store;
 pub mod sweep;
@@ -40,5 +41,6 @@ pub use daemon::{
 };
 pub use observe::{NoopObserver, Observer};
 pub use partition::{Partitioning, Windows};
+pub use settings::{DaemonSettings, SettingError};
 pub use store::{DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError};
 pub use sweep::{SharedPartitioning, SweepConfig, SweepError, SweepReport, Sweeper};

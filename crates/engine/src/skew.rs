@@ -10,8 +10,15 @@ use precise_ttl_core::skew::OffsetBound;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// A lead above this is worth a warning: NTP keeps hosts within milliseconds.
-const WARN_ABOVE: Duration = Duration::from_secs(1);
+/// A `Date` header names a whole second: an answer written at x.999 s that spent a few
+/// milliseconds in transit shows a host in perfect sync a lead of just over a second. Only a lead
+/// beyond that resolution plus a slow round trip is evidence of a host running ahead (NTP keeps
+/// hosts within milliseconds); anything less is still held back by, never warned of.
+const DATE_RESOLUTION: Duration = Duration::from_secs(1);
+/// The longest round trip a lead is allowed before it is called skew.
+const ROUND_TRIP_ALLOWANCE: Duration = Duration::from_secs(1);
+/// A lead above this is worth a warning.
+const WARN_ABOVE: Duration = DATE_RESOLUTION.saturating_add(ROUND_TRIP_ALLOWANCE);
 /// At most one warning this often.
 const WARN_EVERY_MS: i64 = 60_000;
 
@@ -60,8 +67,10 @@ impl<C: Clock> ServiceClock<C> {
     }
 }
 
-impl<C: Clock> StoreTime for ServiceClock<C> {
-    fn observe(&self, store_second: i64) {
+impl<C: Clock> ServiceClock<C> {
+    /// Takes the answer's date into the bound; the lead to warn of, if it is evidence of skew
+    /// and no warning went out in the last [`WARN_EVERY_MS`].
+    fn note(&self, store_second: i64) -> Option<Duration> {
         let now = self.host.now();
         let mut state = self.lock();
         state.bound.observe(store_second, now);
@@ -75,7 +84,15 @@ impl<C: Clock> StoreTime for ServiceClock<C> {
             .is_none_or(|t| now.millis_since(t) >= WARN_EVERY_MS);
         if lead > WARN_ABOVE && due {
             state.warned_at = Some(now);
-            drop(state);
+            return Some(lead);
+        }
+        None
+    }
+}
+
+impl<C: Clock> StoreTime for ServiceClock<C> {
+    fn observe(&self, store_second: i64) {
+        if let Some(lead) = self.note(store_second) {
             tracing::warn!(
                 lead_ms = lead.as_millis() as u64,
                 "this host's clock is ahead of the store's; deletes are held back by the lead (fix the host's time sync)"
@@ -115,5 +132,27 @@ mod tests {
         let clock = ServiceClock::new(Arc::new(Fixed(host)));
         clock.observe(1_800_000_000);
         assert!(host.millis_since(clock.now()) <= 500);
+    }
+
+    /// DynamoDB Local dates its answers to the whole second: an answer written at x.999 s that
+    /// arrives a few milliseconds later shows a host in sync a lead of just over 1 s. That is held
+    /// back by (the bound stays a lower bound) but is no evidence of skew, so no warning.
+    #[test]
+    fn a_lead_within_the_date_headers_resolution_and_a_round_trip_is_not_warned_of() {
+        let host = Timestamp::from_millis(1_800_000_001_001);
+        let clock = ServiceClock::new(Arc::new(Fixed(host)));
+        // Written at 1_800_000_000.999 by the store's clock, arrived 2 ms later.
+        assert_eq!(clock.note(1_800_000_000), None);
+        assert_eq!(clock.lead(), Duration::from_millis(1_001));
+        // The same answer after a 900 ms round trip: still within the allowance.
+        let slow = Timestamp::from_millis(1_800_000_001_900);
+        let clock = ServiceClock::new(Arc::new(Fixed(slow)));
+        assert_eq!(clock.note(1_800_000_000), None);
+
+        // Five seconds ahead: warned once, then not again within the minute.
+        let clock = ServiceClock::new(Arc::new(Fixed(host)));
+        let lead = clock.note(1_799_999_996).expect("warned");
+        assert!(lead >= Duration::from_secs(5), "{lead:?}");
+        assert_eq!(clock.note(1_799_999_996), None);
     }
 }

@@ -35,11 +35,16 @@ pub struct SweepConfig {
 
 impl Default for SweepConfig {
     fn default() -> Self {
+        // `sweep` and `run` share --page-size, --concurrency and --max-attempts: one default each.
+        let settings = crate::settings::DaemonSettings::default();
         SweepConfig {
-            page_size: 500,
-            concurrency: 32,
+            page_size: settings.page_size,
+            concurrency: settings.concurrency as usize,
             shard_parallelism: 4,
-            backoff: Backoff::default(),
+            backoff: Backoff {
+                max_attempts: settings.max_attempts,
+                ..Backoff::default()
+            },
             probe_strays: true,
         }
     }

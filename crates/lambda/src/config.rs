@@ -1,16 +1,34 @@
 //! The function's settings: environment variables with the names `precise-ttl run` reads
 //! (`PRECISE_TTL_TABLE`, `PRECISE_TTL_SHARDS`, …), overridden per invocation by the event's keys
 //! (the flag names: `table`, `shards`, `poll-interval`, …).
+//!
+//! Every setting the daemon shares with `run` (defaults, ranges, minimums, names) is
+//! `precise_ttl_engine::settings`'; the daemon's configuration comes from
+//! [`DaemonSettings::daemon_config`], the function `run` uses. Only what `run` has no flag for
+//! (`safety-margin`) is defined here.
 
-use precise_ttl_core::{ShardCount, TtlLayout, parse_duration};
-use precise_ttl_dynamodb::{DEFAULT_LEASE_TABLE, DeleteMode};
+use precise_ttl_core::{ShardCount, TtlLayout};
+use precise_ttl_dynamodb::DeleteMode;
 use precise_ttl_engine::DaemonConfig;
+use precise_ttl_engine::settings::{self, DaemonSettings, Invalid, Setting, SettingError};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use thiserror::Error;
 
-/// Every setting, by its flag name (the environment variable is `PRECISE_TTL_` + the name in
-/// upper case with `_` for `-`).
+/// Stop this long before the invocation's deadline (the Lambda's own setting).
+pub const SAFETY_MARGIN: Setting = Setting {
+    name: "safety-margin",
+    default: Some("2s"),
+    meaning: "Stop this long before the invocation's deadline: deletes in flight drain in half of it, leases are released and the report returned in the rest",
+};
+
+const TABLE: &str = "table";
+const NO_LEASES: &str = "no-leases";
+const WORKER_ID: &str = "worker-id";
+
+/// Every setting the function reads, by its flag name (the environment variable is
+/// `PRECISE_TTL_` + the name in upper snake case). Spelt out for `scripts/check-deploy`, which
+/// reads it; a test holds it to the settings' own names.
 pub const SETTINGS: &[&str] = &[
     "table",
     "ttl-attribute",
@@ -21,28 +39,27 @@ pub const SETTINGS: &[&str] = &[
     "lease-duration",
     "no-leases",
     "worker-id",
+    "delete-mode",
+    "safety-margin",
     "poll-interval",
     "horizon",
     "lookback",
     "concurrency",
     "page-size",
+    "max-attempts",
     "max-deletes-per-second",
     "backlog-budget",
     "table-write-capacity",
-    "delete-mode",
-    "safety-margin",
+    "batch-linger",
+    "stray-check-interval",
 ];
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum ConfigError {
     #[error("no table: set PRECISE_TTL_TABLE on the function, or \"table\" in the event")]
     NoTable,
-    #[error("{name}: {value:?} {why}")]
-    Invalid {
-        name: String,
-        value: String,
-        why: String,
-    },
+    #[error(transparent)]
+    Invalid(#[from] SettingError),
     #[error("unknown setting {0:?} in the event (known: {known})", known = SETTINGS.join(", "))]
     Unknown(String),
 }
@@ -60,33 +77,21 @@ pub struct LambdaConfig {
     /// Stop this long before the invocation's deadline: in-flight deletes drain in half of it,
     /// leases are released and the report returned in the rest.
     pub safety_margin: Duration,
-    /// The backlog's share of the table's write capacity (`None`: `off`), as `run
-    /// --backlog-budget`.
-    pub backlog_share: Option<f64>,
-    /// The table's write capacity given by hand, as `run --table-write-capacity`.
-    pub table_write_capacity: Option<u64>,
-    pub daemon: DaemonConfig,
+    /// The daemon's settings, as `run`'s flags give them.
+    pub settings: DaemonSettings,
 }
 
 impl LambdaConfig {
-    /// The daemon's settings for a table of `capacity`, the backlog budget included.
+    /// The daemon's settings for a table of `capacity`, the backlog budget included: `run`'s
+    /// mapping, and the drain fitted in the safety margin.
     pub fn daemon_for(&self, capacity: precise_ttl_core::capacity::WriteCapacity) -> DaemonConfig {
-        use precise_ttl_core::capacity::{WriteCapacity, backlog_ceiling};
-        let capacity = self
-            .table_write_capacity
-            .map_or(capacity, WriteCapacity::Given);
         DaemonConfig {
-            backlog_ceiling: self.backlog_share.map(|s| backlog_ceiling(capacity, s)),
-            ..self.daemon.clone()
+            // Half the margin to drain, the rest to release leases and answer.
+            drain_timeout: self.safety_margin / 2,
+            ..self.settings.daemon_config(capacity)
         }
     }
-}
 
-fn env_name(setting: &str) -> String {
-    format!("PRECISE_TTL_{}", setting.replace('-', "_").to_uppercase())
-}
-
-impl LambdaConfig {
     /// From `env` (the process environment), with `overrides` (the event's settings) on top.
     pub fn resolve(
         env: &BTreeMap<String, String>,
@@ -101,129 +106,69 @@ impl LambdaConfig {
             overrides
                 .get(name)
                 .cloned()
-                .or_else(|| env.get(&env_name(name)).cloned())
+                .or_else(|| env.get(&settings::env_name(name)).cloned())
                 .filter(|v| !v.is_empty())
         };
-        let invalid = |name: &str, value: &str, why: &dyn std::fmt::Display| ConfigError::Invalid {
-            name: name.to_string(),
-            value: value.to_string(),
-            why: why.to_string(),
+        let invalid = |setting: Setting, why: Invalid| {
+            ConfigError::Invalid(SettingError::Invalid {
+                name: setting.name,
+                why,
+            })
         };
-        let duration = |name: &str, default: &str| -> Result<Duration, ConfigError> {
-            let v = get(name).unwrap_or_else(|| default.to_string());
-            parse_duration(&v).map_err(|e| invalid(name, &v, &e))
+        // A setting's value, else its default, through its parser.
+        let read = |setting: Setting| -> String {
+            get(setting.name)
+                .or(setting.default.map(str::to_string))
+                .unwrap_or_default()
         };
-        let number = |name: &str, default: u64, range: std::ops::RangeInclusive<u64>| {
-            let v = get(name).unwrap_or_else(|| default.to_string());
-            match v.parse::<u64>() {
-                Ok(n) if range.contains(&n) => Ok(n),
-                _ => Err(invalid(
-                    name,
-                    &v,
-                    &format!(
-                        "is not a whole number from {} to {}",
-                        range.start(),
-                        range.end()
-                    ),
-                )),
-            }
-        };
-        let flag = |name: &str| -> Result<bool, ConfigError> {
+        let flag = |name: &'static str| -> Result<bool, ConfigError> {
             match get(name).as_deref() {
                 None | Some("false") | Some("0") => Ok(false),
                 Some("true") | Some("1") => Ok(true),
-                Some(v) => Err(invalid(name, v, &"is not true or false")),
+                Some(v) => Err(ConfigError::Invalid(SettingError::Invalid {
+                    name,
+                    why: Invalid(format!("{v:?} is not true or false")),
+                })),
             }
         };
 
-        let table = get("table").ok_or(ConfigError::NoTable)?;
-        let shards = number("shards", 16, 1..=1024)?;
+        let table = get(TABLE).ok_or(ConfigError::NoTable)?;
+        let shards = settings::shards(&read(settings::SHARDS))
+            .map_err(|why| invalid(settings::SHARDS, why))?;
+        let shards = ShardCount::new(shards)
+            .map_err(|e| invalid(settings::SHARDS, Invalid(e.to_string())))?;
         let layout = TtlLayout::new(
-            get("ttl-attribute").unwrap_or_else(|| "ttl".into()),
-            get("shard-attribute").unwrap_or_else(|| "ttl_shard".into()),
-            get("index-name").unwrap_or_else(|| "precise-ttl".into()),
-            ShardCount::new(shards).map_err(|e| invalid("shards", &shards.to_string(), &e))?,
+            read(settings::TTL_ATTRIBUTE),
+            read(settings::SHARD_ATTRIBUTE),
+            read(settings::INDEX_NAME),
+            shards,
         )
-        .map_err(|e| invalid("ttl-attribute", "", &e))?;
-        let lease_duration = duration("lease-duration", "10s")?;
-        if !(Duration::from_secs(1)..=Duration::from_secs(600)).contains(&lease_duration) {
-            return Err(invalid(
-                "lease-duration",
-                &format!("{lease_duration:?}"),
-                &"is not from 1s to 10m",
-            ));
-        }
-        let delete_mode = match get("delete-mode").as_deref().unwrap_or("auto") {
+        .map_err(|e| invalid(settings::TTL_ATTRIBUTE, Invalid(e.to_string())))?;
+        let lease_duration = settings::lease_duration(&read(settings::LEASE_DURATION))
+            .map_err(|why| invalid(settings::LEASE_DURATION, why))?;
+        let delete_mode = match read(settings::DELETE_MODE).as_str() {
             "auto" => DeleteMode::Auto,
             "batch" => DeleteMode::Batch,
             "single" => DeleteMode::Single,
-            v => return Err(invalid("delete-mode", v, &"is not auto, batch or single")),
+            v => {
+                return Err(invalid(
+                    settings::DELETE_MODE,
+                    Invalid(format!("{v:?} is not auto, batch or single")),
+                ));
+            }
         };
-        let safety_margin = duration("safety-margin", "2s")?;
-        let poll_interval = duration("poll-interval", "1s")?;
-        if poll_interval < Duration::from_millis(50) {
-            return Err(invalid(
-                "poll-interval",
-                &format!("{poll_interval:?}"),
-                &"is below 50ms",
-            ));
-        }
-        let max_deletes_per_second = match get("max-deletes-per-second") {
-            None => None,
-            Some(v) => match v.parse::<f64>() {
-                Ok(r) if r.is_finite() && r > 0.0 => Some(r),
-                _ => {
-                    return Err(invalid(
-                        "max-deletes-per-second",
-                        &v,
-                        &"is not a positive number",
-                    ));
-                }
-            },
-        };
-        let backlog_share = match get("backlog-budget") {
-            None => Some(precise_ttl_core::capacity::DEFAULT_BACKLOG_SHARE),
-            Some(v) => precise_ttl_core::capacity::parse_share(&v)
-                .map_err(|why| invalid("backlog-budget", &v, &why))?,
-        };
-        let table_write_capacity = match get("table-write-capacity") {
-            None => None,
-            Some(v) => match v.parse::<u64>() {
-                Ok(n) if n > 0 => Some(n),
-                _ => {
-                    return Err(invalid(
-                        "table-write-capacity",
-                        &v,
-                        &"is not a positive whole number of write units per second",
-                    ));
-                }
-            },
-        };
-        let mut daemon = DaemonConfig {
-            poll_interval,
-            horizon: duration("horizon", "5s")?,
-            lookback: duration("lookback", "2s")?.max(poll_interval),
-            page_size: number("page-size", 500, 1..=10_000)? as u32,
-            max_concurrency: number("concurrency", 64, 1..=1024)? as usize,
-            max_deletes_per_second,
-            // Half the margin to drain, the rest to release leases and answer.
-            drain_timeout: safety_margin / 2,
-            ..DaemonConfig::default()
-        };
-        daemon.initial_concurrency = daemon.initial_concurrency.min(daemon.max_concurrency);
-        daemon.min_concurrency = daemon.min_concurrency.min(daemon.max_concurrency);
+        let safety_margin =
+            settings::duration(&read(SAFETY_MARGIN)).map_err(|why| invalid(SAFETY_MARGIN, why))?;
+        let daemon = DaemonSettings::from_lookup(get)?;
         Ok(LambdaConfig {
             table,
             layout,
-            lease_table: (!flag("no-leases")?)
-                .then(|| get("lease-table").unwrap_or_else(|| DEFAULT_LEASE_TABLE.into())),
+            lease_table: (!flag(NO_LEASES)?).then(|| read(settings::LEASE_TABLE)),
             lease_duration,
-            worker_id: get("worker-id"),
+            worker_id: get(WORKER_ID),
             delete_mode,
             safety_margin,
-            backlog_share,
-            table_write_capacity,
-            daemon,
+            settings: daemon,
         })
     }
 }
@@ -231,12 +176,32 @@ impl LambdaConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use precise_ttl_dynamodb::DEFAULT_LEASE_TABLE;
 
     fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn the_list_names_every_setting_read() {
+        let mut read: Vec<&str> = vec![
+            TABLE,
+            settings::TTL_ATTRIBUTE.name,
+            settings::SHARD_ATTRIBUTE.name,
+            settings::SHARDS.name,
+            settings::INDEX_NAME.name,
+            settings::LEASE_TABLE.name,
+            settings::LEASE_DURATION.name,
+            NO_LEASES,
+            WORKER_ID,
+            settings::DELETE_MODE.name,
+            SAFETY_MARGIN.name,
+        ];
+        read.extend(settings::DAEMON.iter().map(|s| s.name));
+        assert_eq!(SETTINGS, read.as_slice());
     }
 
     #[test]
@@ -279,7 +244,7 @@ mod tests {
         let c = LambdaConfig::resolve(&env, &BTreeMap::new()).unwrap();
         assert_eq!(c.table, "sessions");
         assert_eq!(c.layout.shards.get(), 8);
-        assert_eq!(c.daemon.poll_interval, Duration::from_millis(500));
+        assert_eq!(c.settings.poll_interval, Duration::from_millis(500));
         assert_eq!(c.lease_table.as_deref(), Some(DEFAULT_LEASE_TABLE));
         assert_eq!(c.delete_mode, DeleteMode::Auto);
         let c = LambdaConfig::resolve(&env, &map(&[("table", "carts"), ("no-leases", "true")]))
@@ -308,5 +273,31 @@ mod tests {
         }
         let err = LambdaConfig::resolve(&env, &map(&[("tabel", "x")])).unwrap_err();
         assert_eq!(err, ConfigError::Unknown("tabel".into()));
+    }
+
+    /// `run`'s minimums and checks, not looser ones of the function's own.
+    #[test]
+    fn run_s_minimums_hold_and_a_short_lookback_is_refused_not_raised() {
+        let env = map(&[("PRECISE_TTL_TABLE", "t")]);
+        let err = LambdaConfig::resolve(&env, &map(&[("poll-interval", "50ms")])).unwrap_err();
+        assert!(err.to_string().contains("100ms"), "{err}");
+        let err = LambdaConfig::resolve(&env, &map(&[("poll-interval", "3s")])).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::Invalid(SettingError::LookbackBelowPollInterval { .. })
+            ),
+            "{err}"
+        );
+        // Every setting of the daemon is read, under its flag's name.
+        let c = LambdaConfig::resolve(
+            &env,
+            &map(&[("stray-check-interval", "0s"), ("max-attempts", "3")]),
+        )
+        .unwrap();
+        let config = c.daemon_for(precise_ttl_core::capacity::WriteCapacity::OnDemandDefault);
+        assert_eq!(config.stray_check_interval, None);
+        assert_eq!(config.backoff.max_attempts, 3);
+        assert_eq!(config.drain_timeout, c.safety_margin / 2);
     }
 }

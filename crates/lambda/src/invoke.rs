@@ -9,6 +9,7 @@ use precise_ttl_core::removal::{ResolutionRule, ResolutionSetting, StreamSource}
 use precise_ttl_core::{ErrorClass, Timestamp};
 use precise_ttl_dynamodb::{AdapterError, ConnectOptions, Dynamo, DynamoStore, LeaseTable};
 use precise_ttl_engine::lease::LeaseConfig;
+use precise_ttl_engine::settings::{Invalid, SettingError};
 use precise_ttl_engine::worker::run_worker;
 use precise_ttl_engine::{Clock, Daemon, DaemonError, LagSummary, SharedPartitioning, SystemClock};
 use serde::Serialize;
@@ -158,12 +159,11 @@ impl Environment {
         else {
             return Ok(None);
         };
-        let invalid = |name: &str, value: &String, why: String| {
-            InvokeError::Config(ConfigError::Invalid {
-                name: name.into(),
-                value: value.clone(),
-                why,
-            })
+        let invalid = |name: &'static str, value: &String, why: String| {
+            InvokeError::Config(ConfigError::Invalid(SettingError::Invalid {
+                name,
+                why: Invalid(format!("{value:?}: {why}")),
+            }))
         };
         let url = precise_ttl_archive::SinkUrl::parse(url)
             .map_err(|e| invalid("archive", url, e.to_string()))?;
@@ -217,11 +217,10 @@ impl Environment {
             None => ResolutionSetting::Auto,
             Some(v) if v.is_empty() => ResolutionSetting::Auto,
             Some(v) => ResolutionSetting::parse(v).map_err(|e| {
-                InvokeError::Config(ConfigError::Invalid {
-                    name: "record-time-resolution".into(),
-                    value: v.clone(),
-                    why: e.to_string(),
-                })
+                InvokeError::Config(ConfigError::Invalid(SettingError::Invalid {
+                    name: "record-time-resolution",
+                    why: Invalid(format!("{v:?}: {e}")),
+                }))
             })?,
         };
         let arn = stream_arn(event).unwrap_or_default();

@@ -1,14 +1,60 @@
 //! `precise-ttl-lambda` (packaged as `bootstrap`): builds the client once per execution
 //! environment, then serves invocations through the Lambda Runtime API. Logs are JSON lines;
 //! each invocation's metrics follow its report as CloudWatch EMF lines on standard output.
+//! Started outside Lambda, it says so in one line and exits 2.
 
 use lambda_runtime::{LambdaEvent, service_fn};
 use precise_ttl_lambda::Environment;
 use precise_ttl_lambda::invoke::{emf_documents, stream_emf_documents};
+use std::process::ExitCode;
 use std::sync::Arc;
 
-#[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
+/// What the Lambda runtime sets and the runtime client reads (it panics without them).
+const RUNTIME_VARIABLES: &[&str] = &[
+    "AWS_LAMBDA_RUNTIME_API",
+    "AWS_LAMBDA_FUNCTION_NAME",
+    "AWS_LAMBDA_FUNCTION_MEMORY_SIZE",
+    "AWS_LAMBDA_FUNCTION_VERSION",
+];
+
+/// The runtime's variables missing from `get`'s environment (empty inside Lambda).
+fn missing_runtime_variables(get: impl Fn(&str) -> Option<String>) -> Vec<&'static str> {
+    RUNTIME_VARIABLES
+        .iter()
+        .copied()
+        .filter(|name| get(name).is_none_or(|v| v.is_empty()))
+        .collect()
+}
+
+fn main() -> ExitCode {
+    let missing = missing_runtime_variables(|name| std::env::var(name).ok());
+    if !missing.is_empty() {
+        eprintln!(
+            "error: precise-ttl-lambda runs inside AWS Lambda ({} not set); to run it locally, use `cargo lambda watch`, or run the same daemon with `precise-ttl run`",
+            missing.join(", ")
+        );
+        return ExitCode::from(2);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(serve()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn serve() -> Result<(), lambda_runtime::Error> {
     let started = tokio::time::Instant::now();
     tracing_subscriber::fmt()
         .json()
@@ -78,4 +124,21 @@ fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outside_lambda_the_missing_variables_are_named() {
+        assert_eq!(missing_runtime_variables(|_| None), RUNTIME_VARIABLES);
+        let inside = |_: &str| Some("x".to_string());
+        assert!(missing_runtime_variables(inside).is_empty());
+        let no_api = |name: &str| (name != "AWS_LAMBDA_RUNTIME_API").then(|| "x".to_string());
+        assert_eq!(
+            missing_runtime_variables(no_api),
+            ["AWS_LAMBDA_RUNTIME_API"]
+        );
+    }
 }

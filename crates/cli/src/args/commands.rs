@@ -1,10 +1,12 @@
 //! Each command's options, and the flag groups several commands share (one flag, one meaning,
-//! one default and range wherever it appears).
+//! one default and range wherever it appears). The daemon's settings take their default, range
+//! and help line from `precise_ttl_engine::settings`, as the Lambda does.
 
-use super::{duration, poll_interval, positive_rate};
+use super::{HealthUrl, duration, heading, long_help, positive_rate};
 use clap::{Args, ValueEnum};
 use precise_ttl_core::{WindowFormat, WindowSpec};
 use precise_ttl_dynamodb::{BlogOptions, KeyAttribute};
+use precise_ttl_engine::settings;
 use std::time::Duration;
 
 #[derive(Debug, Args)]
@@ -87,6 +89,7 @@ pub enum WindowFormatArg {
 
 /// Options for sweeping the 2022 blog's window index (--index-layout blog-window).
 #[derive(Debug, Args)]
+#[command(next_help_heading = heading::BLOG)]
 pub struct BlogArgs {
     /// Which index to sweep: ours (sharded) or the 2022 blog's window index (blog-window; name it
     /// with --index-name)
@@ -150,60 +153,56 @@ impl BlogArgs {
 
 /// Delete requests in flight (`sweep`, `run`).
 #[derive(Debug, Args)]
+#[command(next_help_heading = heading::DELETES)]
 pub struct DeleteConcurrency {
-    /// Most delete requests in flight at once, across all shards; `run` adapts below it
-    ///
-    /// Timeouts and 5xx answers cut `run`'s limit by half (refusals are answered by the shard's
-    /// or the table's send rate instead); every limit's worth of items answered raises it by
-    /// one. A request carries up to 25 items, so deletes/s are at most requests in flight × 25 /
-    /// round trip: 64 at a 10 ms round trip carry 160 000/s. Raise it only where round trips are
-    /// long, e.g. on a saturated host (docs/benchmarks.md, "What holds the 5-million catch-up")
-    #[arg(long, env = "PRECISE_TTL_CONCURRENCY", default_value_t = 64,
-          value_parser = clap::value_parser!(u64).range(1..=1024))]
+    #[arg(long, env = "PRECISE_TTL_CONCURRENCY", default_value = settings::CONCURRENCY.default,
+          value_parser = settings::concurrency, help = settings::CONCURRENCY.meaning,
+          long_help = long_help(settings::CONCURRENCY, "\
+Timeouts and 5xx answers cut `run`'s limit by half (refusals are answered by the shard's or the \
+table's send rate instead); every limit's worth of items answered raises it by one. A request \
+carries up to 25 items, so deletes/s are at most requests in flight × 25 / round trip: 64 at a \
+10 ms round trip carry 160 000/s. Raise it only where round trips are long, e.g. on a saturated \
+host (docs/benchmarks.md, \"What holds the 5-million catch-up\")"))]
     pub concurrency: u64,
 }
 
 /// Keys per query of the expiry index (`sweep`, `run`).
 #[derive(Debug, Args)]
 pub struct IndexPage {
-    /// Keys read per index query; bounds the memory each shard's reader holds
-    #[arg(long, env = "PRECISE_TTL_PAGE_SIZE", default_value_t = 500,
-          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    #[arg(long, env = "PRECISE_TTL_PAGE_SIZE", default_value = settings::PAGE_SIZE.default,
+          value_parser = settings::page_size, help = settings::PAGE_SIZE.meaning)]
     pub page_size: u32,
 }
 
 /// Attempts per store call (`sweep`, `run`, `backfill`).
 #[derive(Debug, Args)]
 pub struct Retries {
-    /// Attempts per store call, the first included, before the item counts as an error and is
-    /// left for the next pass (throttling and 5xx are retried with backoff and jitter)
-    #[arg(long, env = "PRECISE_TTL_MAX_ATTEMPTS", default_value_t = 10,
-          value_parser = clap::value_parser!(u32).range(1..=100))]
+    #[arg(long, env = "PRECISE_TTL_MAX_ATTEMPTS", default_value = settings::MAX_ATTEMPTS.default,
+          value_parser = settings::max_attempts, help = settings::MAX_ATTEMPTS.meaning,
+          long_help = long_help(settings::MAX_ATTEMPTS,
+              "Throttling and 5xx answers are retried with backoff and jitter"))]
     pub max_attempts: u32,
 }
 
 /// The lease table (`setup` creates it, `run` coordinates through it).
 #[derive(Debug, Args)]
 pub struct LeaseTableArg {
-    /// The table of shard leases that splits the work among `run` processes; one serves every
-    /// swept table (created by `setup`)
-    #[arg(
-        long,
-        env = "PRECISE_TTL_LEASE_TABLE",
-        default_value = "precise-ttl-leases"
-    )]
+    #[arg(long, env = "PRECISE_TTL_LEASE_TABLE", default_value = settings::LEASE_TABLE.default,
+          help = settings::LEASE_TABLE.meaning)]
     pub lease_table: String,
 }
 
 /// How `run` shares a table with other `run` processes.
 #[derive(Debug, Args)]
+#[command(next_help_heading = heading::FLEET)]
 pub struct Fleet {
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = heading::FLEET)]
     pub table: LeaseTableArg,
 
-    /// How long a lease's heartbeat may stop before another worker takes it over (heartbeats
-    /// every third of it; a worker stops reading a lease not renewed for half of it)
-    #[arg(long, env = "PRECISE_TTL_LEASE_DURATION", default_value = "10s", value_parser = super::lease_duration)]
+    #[arg(long, env = "PRECISE_TTL_LEASE_DURATION", default_value = settings::LEASE_DURATION.default,
+          value_parser = settings::lease_duration, help = settings::LEASE_DURATION.meaning,
+          long_help = long_help(settings::LEASE_DURATION, "\
+Heartbeats every third of it; a worker stops reading a lease not renewed for half of it"))]
     pub lease_duration: Duration,
 
     /// This worker's name in the lease table. The default names the process (host, PID, start
@@ -231,6 +230,7 @@ pub struct ScanSegments {
 
 /// Where expiry records go (`sweep`, `run`).
 #[derive(Debug, Args)]
+#[command(next_help_heading = heading::ARCHIVE)]
 pub struct ArchiveArg {
     /// Keep a record of every item deleted: its last image, as a DynamoDB Streams REMOVE record
     /// (docs/expiry-records.md). file://DIR: JSON Lines files, each batch fsynced before its
@@ -260,6 +260,7 @@ impl ArchiveArg {
 
 /// How an archive is written, beyond its URL (`run`, `sweep`, `archive`).
 #[derive(Debug, Args)]
+#[command(next_help_heading = heading::ARCHIVE)]
 pub struct SinkTuning {
     /// Compress archive files and S3 objects (.jsonl.gz). Default: gzip for s3://, none for file://
     #[arg(long, env = "PRECISE_TTL_ARCHIVE_COMPRESSION", value_name = "gzip|none",
@@ -306,98 +307,127 @@ impl SinkTuning {
 
 #[derive(Debug, Args)]
 pub struct SweepArgs {
-    #[command(flatten)]
-    pub blog: BlogArgs,
+    /// Print the result as JSON on standard output
+    #[arg(long)]
+    pub json: bool,
 
-    #[command(flatten)]
-    pub archive: ArchiveArg,
+    /// Shards read at the same time
+    #[arg(long, env = "PRECISE_TTL_SHARD_PARALLELISM", default_value_t = 4,
+          value_parser = clap::value_parser!(u64).range(1..=1024), help_heading = heading::READS)]
+    pub shard_parallelism: u64,
+
+    #[command(flatten, next_help_heading = heading::READS)]
+    pub index_page: IndexPage,
 
     #[command(flatten)]
     pub deletes: DeleteConcurrency,
 
-    #[command(flatten)]
-    pub index_page: IndexPage,
-
-    /// Shards read at the same time
-    #[arg(long, env = "PRECISE_TTL_SHARD_PARALLELISM", default_value_t = 4,
-          value_parser = clap::value_parser!(u64).range(1..=1024))]
-    pub shard_parallelism: u64,
-
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = heading::DELETES)]
     pub retries: Retries,
-
-    /// Print the report as JSON on standard output
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct RunArgs {
-    #[command(flatten)]
-    pub blog: BlogArgs,
 
     #[command(flatten)]
     pub archive: ArchiveArg,
 
     #[command(flatten)]
-    pub fleet: Fleet,
+    pub blog: BlogArgs,
+}
 
-    /// How often each shard's index is read (100ms at least)
-    #[arg(long, env = "PRECISE_TTL_POLL_INTERVAL", default_value = "1s", value_parser = poll_interval)]
-    pub poll_interval: Duration,
-
-    /// How far ahead each read looks, so items are deleted at their expiry instant
-    #[arg(long, env = "PRECISE_TTL_HORIZON", default_value = "5s", value_parser = duration)]
-    pub horizon: Duration,
-
-    /// How far back each read reaches, for items written late (at least the poll interval)
-    #[arg(long, env = "PRECISE_TTL_LOOKBACK", default_value = "2s", value_parser = duration)]
-    pub lookback: Duration,
-
+#[derive(Debug, Args)]
+pub struct RunArgs {
     /// Stop after this long (for scheduled runs, e.g. 55s every minute)
     #[arg(long = "for", env = "PRECISE_TTL_FOR", value_parser = duration, value_name = "DURATION")]
     pub run_for: Option<Duration>,
 
-    /// Serve /metrics (Prometheus) and /healthz here, e.g. 127.0.0.1:9464 (port 0: any free port)
-    #[arg(long, env = "PRECISE_TTL_METRICS_ADDR", value_name = "ADDR")]
-    pub metrics_addr: Option<std::net::SocketAddr>,
+    #[arg(long, env = "PRECISE_TTL_POLL_INTERVAL", value_parser = settings::poll_interval,
+          default_value = settings::POLL_INTERVAL.default, help = settings::POLL_INTERVAL.meaning,
+          help_heading = heading::READS)]
+    pub poll_interval: Duration,
 
-    /// /healthz answers 503 once no index read has succeeded for this long (default: ten poll
-    /// intervals, at least 30s); point a liveness probe at it
-    #[arg(long, env = "PRECISE_TTL_UNHEALTHY_AFTER", value_parser = duration, value_name = "DURATION")]
-    pub unhealthy_after: Option<Duration>,
+    #[arg(long, env = "PRECISE_TTL_HORIZON", value_parser = duration,
+          default_value = settings::HORIZON.default, help = settings::HORIZON.meaning,
+          help_heading = heading::READS)]
+    pub horizon: Duration,
 
-    /// Cap on items deleted per second (default: as fast as the table allows)
-    #[arg(long, env = "PRECISE_TTL_MAX_DELETES_PER_SECOND", value_parser = positive_rate)]
+    #[arg(long, env = "PRECISE_TTL_LOOKBACK", value_parser = duration,
+          default_value = settings::LOOKBACK.default, help = settings::LOOKBACK.meaning,
+          help_heading = heading::READS)]
+    pub lookback: Duration,
+
+    #[command(flatten, next_help_heading = heading::READS)]
+    pub index_page: IndexPage,
+
+    #[arg(long, env = "PRECISE_TTL_STRAY_CHECK_INTERVAL", value_parser = duration,
+          default_value = settings::STRAY_CHECK_INTERVAL.default,
+          help = settings::STRAY_CHECK_INTERVAL.meaning, help_heading = heading::READS)]
+    pub stray_check_interval: Duration,
+
+    #[command(flatten)]
+    pub deletes: DeleteConcurrency,
+
+    #[arg(long, env = "PRECISE_TTL_MAX_DELETES_PER_SECOND", value_parser = positive_rate,
+          help = settings::MAX_DELETES_PER_SECOND.meaning, help_heading = heading::DELETES)]
     pub max_deletes_per_second: Option<f64>,
+
+    #[arg(long, env = "PRECISE_TTL_DELETE_MODE", default_value = settings::DELETE_MODE.default,
+          help = settings::DELETE_MODE.meaning, help_heading = heading::DELETES,
+          long_help = long_help(settings::DELETE_MODE, "\
+A batch is sent when several items are due at once (one alone otherwise); auto says once, when \
+the store refuses PartiQL, that it falls back to DeleteItem"))]
+    pub delete_mode: DeleteModeArg,
+
+    #[arg(long, env = "PRECISE_TTL_BATCH_LINGER", value_parser = duration,
+          default_value = settings::BATCH_LINGER.default, help = settings::BATCH_LINGER.meaning,
+          help_heading = heading::DELETES, long_help = long_help(settings::BATCH_LINGER, "\
+Batches still form while items wait for a request slot or the table's rate"))]
+    pub batch_linger: Duration,
+
+    #[command(flatten, next_help_heading = heading::DELETES)]
+    pub retries: Retries,
 
     #[command(flatten)]
     pub budget: crate::args::CapacityBudget,
 
     #[command(flatten)]
-    pub deletes: DeleteConcurrency,
+    pub fleet: Fleet,
 
     #[command(flatten)]
-    pub retries: Retries,
+    pub archive: ArchiveArg,
 
-    /// How deletes are sent: PartiQL batches of up to 25 conditional DELETEs when several items
-    /// are due at once (one alone otherwise), or one DeleteItem per item; auto batches and
-    /// falls back to DeleteItem for good, saying so once, when the store refuses PartiQL
-    #[arg(long, env = "PRECISE_TTL_DELETE_MODE", default_value = "auto")]
-    pub delete_mode: DeleteModeArg,
+    /// Serve /metrics (Prometheus) and /healthz here, e.g. 127.0.0.1:9464 (port 0: any free port)
+    #[arg(long, env = "PRECISE_TTL_METRICS_ADDR", value_name = "ADDR",
+          help_heading = heading::METRICS)]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+
+    /// /healthz answers 503 once no index read has succeeded for this long (default: ten poll
+    /// intervals, at least 30s); point a liveness probe at it
+    #[arg(long, env = "PRECISE_TTL_UNHEALTHY_AFTER", value_parser = duration,
+          value_name = "DURATION", help_heading = heading::METRICS)]
+    pub unhealthy_after: Option<Duration>,
 
     #[command(flatten)]
-    pub index_page: IndexPage,
+    pub blog: BlogArgs,
+}
 
-    /// How often to look for due items on shard values from --shards up to 1023 (left by
-    /// writers with a larger shard count) and sweep them; 0s: never
-    #[arg(long, env = "PRECISE_TTL_STRAY_CHECK_INTERVAL", default_value = "5m", value_parser = duration)]
-    pub stray_check_interval: Duration,
-
-    /// In batch mode, how long a due item may wait for others to share its request (0s: never;
-    /// batches still form while items wait for a request slot or the table's rate)
-    #[arg(long, env = "PRECISE_TTL_BATCH_LINGER", default_value = "0s", value_parser = duration)]
-    pub batch_linger: Duration,
+impl RunArgs {
+    /// The daemon's settings these flags give, checked together (`--lookback` against
+    /// `--poll-interval`) as the Lambda's are.
+    pub fn daemon_settings(&self) -> Result<settings::DaemonSettings, super::UsageError> {
+        let daemon = settings::DaemonSettings {
+            poll_interval: self.poll_interval,
+            horizon: self.horizon,
+            lookback: self.lookback,
+            concurrency: self.deletes.concurrency,
+            page_size: self.index_page.page_size,
+            max_attempts: self.retries.max_attempts,
+            max_deletes_per_second: self.max_deletes_per_second,
+            backlog_budget: self.budget.backlog_budget.0,
+            table_write_capacity: self.budget.table_write_capacity,
+            batch_linger: self.batch_linger,
+            stray_check_interval: self.stray_check_interval,
+        };
+        daemon.check().map_err(super::UsageError::of)?;
+        Ok(daemon)
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -453,7 +483,7 @@ pub struct BackfillArgs {
     #[command(flatten)]
     pub retries: Retries,
 
-    /// Print the summary as JSON on standard output
+    /// Print the result as JSON on standard output
     #[arg(long)]
     pub json: bool,
 }
@@ -468,7 +498,7 @@ pub struct DoctorArgs {
     pub scan: ScanSegments,
 
     /// Example keys shown per finding
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, env = "PRECISE_TTL_EXAMPLES", default_value_t = 3)]
     pub examples: usize,
 
     /// Pages per shard for counting the items due in the next minute (shard advice; a
@@ -478,14 +508,14 @@ pub struct DoctorArgs {
     #[arg(long, env = "PRECISE_TTL_RATE_PAGES", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub rate_pages: u64,
 
-    /// Print the findings as JSON on standard output
+    /// Print the result as JSON on standard output
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Print JSON instead of a table
+    /// Print the result as JSON on standard output
     #[arg(long)]
     pub json: bool,
 
@@ -504,18 +534,8 @@ pub struct StatusArgs {
     /// in one line, and the command fails only when none answers. Example: precise-ttl status
     /// --table my-table --metrics-url http://10.0.0.5:9464/metrics --metrics-url 10.0.0.6:9464
     #[arg(long, env = "PRECISE_TTL_METRICS_URL", value_name = "URL", value_delimiter = ',',
-          value_parser = metrics_url)]
+          value_parser = super::health::metrics_url)]
     pub metrics_url: Vec<HealthUrl>,
-}
-
-/// `status --metrics-url`: an `http://` URL (without a path, `/metrics`), or the `HOST:PORT` a
-/// worker was given as `--metrics-addr`, asked as `health` asks it.
-fn metrics_url(text: &str) -> Result<HealthUrl, String> {
-    let text = text.trim();
-    match text.parse::<std::net::SocketAddr>() {
-        Ok(addr) => Ok(HealthUrl::of_listener(addr, "/metrics")),
-        Err(_) => HealthUrl::parse_with_default_path(text, "/metrics"),
-    }
 }
 
 #[derive(Debug, Args)]
@@ -529,29 +549,35 @@ pub struct DemoArgs {
     pub spread: Duration,
 
     /// How often the daemon reads the index (deletes still happen at each expiry instant)
-    #[arg(long, default_value = "1s", value_parser = poll_interval)]
+    #[arg(long, default_value = "1s", value_parser = settings::poll_interval)]
     pub interval: Duration,
 }
 
+/// `archive`'s own flags are named `archive-*` (as their variables were already): they mean
+/// something else than `run`'s flags of the same concern (the stream's pause, not the index's
+/// poll; the stream's checkpoint table, keyed by stream and shard, not the blog window's) or must
+/// differ between the two processes that one config file may feed (the metrics address). The
+/// names they had before stay as hidden aliases.
 #[derive(Debug, Args)]
 pub struct ArchiveArgs {
     /// Where the records go: file://DIR (JSON Lines, fsynced), s3://BUCKET/PREFIX (through a
     /// local spool) or - (standard output)
-    #[arg(long, env = "PRECISE_TTL_ARCHIVE_TO", value_name = "URL",
+    #[arg(long, env = "PRECISE_TTL_ARCHIVE_TO", value_name = "URL", visible_alias = "to",
+          help_heading = heading::ARCHIVE,
           value_parser = |s: &str| precise_ttl_archive::SinkUrl::parse(s).map_err(|e| e.to_string()))]
-    pub to: precise_ttl_archive::SinkUrl,
-
-    #[command(flatten)]
-    pub tuning: SinkTuning,
+    pub archive_to: precise_ttl_archive::SinkUrl,
 
     /// The table of each stream shard's archived position (created if missing)
-    #[arg(long, env = "PRECISE_TTL_ARCHIVE_CHECKPOINT_TABLE",
-          default_value = precise_ttl_dynamodb::archive_stream::DEFAULT_CHECKPOINT_TABLE)]
-    pub checkpoint_table: String,
+    #[arg(long, env = "PRECISE_TTL_ARCHIVE_CHECKPOINT_TABLE", alias = "checkpoint-table",
+          default_value = precise_ttl_dynamodb::archive_stream::DEFAULT_CHECKPOINT_TABLE,
+          help_heading = heading::STREAM)]
+    pub archive_checkpoint_table: String,
 
-    /// Pause between reads of the stream when nothing new came
-    #[arg(long, env = "PRECISE_TTL_ARCHIVE_POLL_INTERVAL", default_value = "1s", value_parser = poll_interval)]
-    pub poll_interval: Duration,
+    /// Pause between reads of the stream when nothing new came (100ms at least)
+    #[arg(long, env = "PRECISE_TTL_ARCHIVE_POLL_INTERVAL", alias = "poll-interval",
+          default_value = "1s", value_parser = settings::poll_interval,
+          help_heading = heading::STREAM)]
+    pub archive_poll_interval: Duration,
 
     /// How finely the stream dates its records: auto or a duration. A REMOVE counts as an expiry
     /// if the item's TTL was due by its record's time plus this. DynamoDB dates records to the
@@ -559,165 +585,22 @@ pub struct ArchiveArgs {
     /// its ARN), 1s for DynamoDB's, and for any other endpoint 1m until a record time is not a
     /// whole minute, then 1s. Every REMOVE left out is counted in /metrics and logged
     #[arg(long, env = "PRECISE_TTL_RECORD_TIME_RESOLUTION", default_value = "auto",
-          value_name = "auto|DURATION",
+          value_name = "auto|DURATION", help_heading = heading::STREAM,
           value_parser = |s: &str| precise_ttl_core::removal::ResolutionSetting::parse(s).map_err(|e| format!("expected auto or a duration; {e}")))]
     pub record_time_resolution: precise_ttl_core::removal::ResolutionSetting,
 
+    #[command(flatten)]
+    pub tuning: SinkTuning,
+
     /// Serve /metrics (Prometheus: records archived, native, REMOVEs left out by reason) and
     /// /healthz here, e.g. 127.0.0.1:9465 (port 0: any free port)
-    #[arg(long, env = "PRECISE_TTL_ARCHIVE_METRICS_ADDR", value_name = "ADDR")]
-    pub metrics_addr: Option<std::net::SocketAddr>,
+    #[arg(long, env = "PRECISE_TTL_ARCHIVE_METRICS_ADDR", value_name = "ADDR",
+          alias = "metrics-addr", help_heading = heading::METRICS)]
+    pub archive_metrics_addr: Option<std::net::SocketAddr>,
 
     /// /healthz answers 503 once no pass over the stream has completed for this long (default:
     /// ten poll intervals, at least 30s)
-    #[arg(long, env = "PRECISE_TTL_ARCHIVE_UNHEALTHY_AFTER", value_parser = duration, value_name = "DURATION")]
-    pub unhealthy_after: Option<Duration>,
-}
-
-#[derive(Debug, Args)]
-pub struct HealthArgs {
-    /// The URL to ask: http://HOST:PORT[/PATH]; without a path, /healthz. Default: /healthz on
-    /// --metrics-addr
-    #[arg(long, value_name = "URL", value_parser = HealthUrl::parse)]
-    pub url: Option<HealthUrl>,
-
-    /// The address `run` serves /metrics and /healthz on (its --metrics-addr, read from the same
-    /// PRECISE_TTL_METRICS_ADDR), asked when no --url is given; 0.0.0.0 and [::] are asked on
-    /// loopback
-    #[arg(long, env = "PRECISE_TTL_METRICS_ADDR", value_name = "ADDR")]
-    pub metrics_addr: Option<std::net::SocketAddr>,
-
-    /// Longest wait for the answer, connecting included
-    #[arg(long, default_value = "2s", value_parser = duration)]
-    pub timeout: Duration,
-}
-
-/// A plain `http://` URL, as `health` (and `status --metrics-url`) asks it: where to connect and
-/// what to GET.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HealthUrl {
-    /// `host:port` (an IPv6 host in brackets), as connected to and sent in `Host`.
-    pub authority: String,
-    /// The path and query, `/healthz` (`health`) or `/metrics` (`status`) when the URL has none.
-    pub path: String,
-}
-
-impl HealthUrl {
-    /// `health --url`: without a path, `/healthz`.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        Self::parse_with_default_path(text, "/healthz")
-    }
-
-    /// `default_path` is asked when the URL has no path, and is the examples' path.
-    pub fn parse_with_default_path(text: &str, default_path: &str) -> Result<Self, String> {
-        let rest = text.strip_prefix("http://").ok_or_else(|| {
-            format!("{text:?} is not an http:// URL (e.g. http://127.0.0.1:9464{default_path})")
-        })?;
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, ""),
-        };
-        if authority.is_empty()
-            || authority.contains(|c: char| c.is_whitespace() || c == '@' || c == '?')
-        {
-            return Err(format!(
-                "{text:?} names no host (e.g. http://127.0.0.1:9464{default_path})"
-            ));
-        }
-        let has_port = match authority.rsplit_once(':') {
-            // An IPv6 host is bracketed; a colon inside the brackets is not a port's.
-            Some((host, port)) if !port.contains(']') => {
-                if host.contains(':') && !host.ends_with(']') {
-                    return Err(format!(
-                        "{text:?}: put an IPv6 host in brackets (http://[::1]:9464{default_path})"
-                    ));
-                }
-                port.parse::<u16>()
-                    .map_err(|_| format!("{text:?}: {port:?} is not a port"))?;
-                true
-            }
-            _ => false,
-        };
-        let authority = if has_port {
-            authority.to_string()
-        } else {
-            format!("{authority}:80")
-        };
-        let path = if path.is_empty() { default_path } else { path };
-        Ok(HealthUrl {
-            authority,
-            path: path.to_string(),
-        })
-    }
-}
-
-impl std::fmt::Display for HealthUrl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "http://{}{}", self.authority, self.path)
-    }
-}
-
-#[cfg(test)]
-mod health_url_tests {
-    use super::HealthUrl;
-
-    fn parsed(text: &str) -> (String, String) {
-        let url = HealthUrl::parse(text).unwrap();
-        (url.authority, url.path)
-    }
-
-    #[test]
-    fn urls_are_split_into_where_to_connect_and_what_to_get() {
-        let pair = |a: &str, p: &str| (a.to_string(), p.to_string());
-        assert_eq!(
-            parsed("http://127.0.0.1:9464/healthz"),
-            pair("127.0.0.1:9464", "/healthz")
-        );
-        assert_eq!(
-            parsed("http://localhost:9465"),
-            pair("localhost:9465", "/healthz")
-        );
-        assert_eq!(parsed("http://example"), pair("example:80", "/healthz"));
-        assert_eq!(
-            parsed("http://[::1]:9464/x?y=1"),
-            pair("[::1]:9464", "/x?y=1")
-        );
-        assert_eq!(parsed("http://[::1]"), pair("[::1]:80", "/healthz"));
-    }
-
-    #[test]
-    fn what_it_cannot_ask_is_refused_with_the_reason() {
-        for (text, says) in [
-            ("https://127.0.0.1:9464/healthz", "not an http:// URL"),
-            ("127.0.0.1:9464", "not an http:// URL"),
-            ("http:///healthz", "names no host"),
-            ("http://user@host:1/", "names no host"),
-            ("http://127.0.0.1:99999/healthz", "is not a port"),
-            ("http://127.0.0.1:x/healthz", "is not a port"),
-            ("http://::1:9464/healthz", "brackets"),
-        ] {
-            let e = HealthUrl::parse(text).unwrap_err();
-            assert!(e.contains(says), "{text}: {e}");
-        }
-    }
-
-    #[test]
-    fn a_metrics_url_is_a_url_or_the_address_run_listens_on() {
-        let url = |text: &str| super::metrics_url(text).map(|u| u.to_string());
-        assert_eq!(
-            url("http://10.0.0.5:9464/metrics").unwrap(),
-            "http://10.0.0.5:9464/metrics"
-        );
-        assert_eq!(
-            url("http://10.0.0.5:9464").unwrap(),
-            "http://10.0.0.5:9464/metrics"
-        );
-        assert_eq!(
-            url("0.0.0.0:9464").unwrap(),
-            "http://127.0.0.1:9464/metrics"
-        );
-        assert_eq!(url("[::1]:9464").unwrap(), "http://[::1]:9464/metrics");
-        let e = url("https://10.0.0.5:9464").unwrap_err();
-        assert!(e.contains("http://127.0.0.1:9464/metrics"), "{e}");
-    }
+    #[arg(long, env = "PRECISE_TTL_ARCHIVE_UNHEALTHY_AFTER", value_parser = duration,
+          value_name = "DURATION", alias = "unhealthy-after", help_heading = heading::METRICS)]
+    pub archive_unhealthy_after: Option<Duration>,
 }

@@ -1,17 +1,23 @@
 //! The command line: every flag, its environment variable and its help text. This file holds
 //! the top level (global flags, the command list); `commands` the options of each command and the
-//! flag groups they share; `bench` the test bench's.
+//! flag groups they share; `budget` `run`'s backlog budget; `health` the health check's; `bench`
+//! the test bench's.
 
 mod bench;
 mod budget;
 mod commands;
+mod health;
+#[cfg(test)]
+mod tests;
 
 pub use bench::*;
 pub use budget::*;
 pub use commands::*;
+pub use health::*;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use precise_ttl_core::{ShardCount, TtlLayout, parse_duration};
+use precise_ttl_core::{ShardCount, TtlLayout};
+use precise_ttl_engine::settings;
 use std::time::Duration;
 
 const ABOUT: &str =
@@ -40,7 +46,8 @@ the instance metadata service); --profile picks a profile.
 Existing tables: `doctor` finds TTL problems, `backfill` gives existing items their shard, and
 --index-layout blog-window sweeps the 2022 blog's expirationWindow index as it stands.
 
-Exit codes: 0 success, 1 error (nothing or only part was done), 2 bad usage, 3 the sweep finished
+Exit codes: 0 success, 1 error (nothing or only part was done), 2 bad usage (an unknown flag, a
+value out of range, no --table, flags that contradict each other), 3 the sweep finished
 but some deletes kept failing (those items stay due and are retried by the next sweep) or a
 backfill stopped early, 4 doctor found problems.";
 
@@ -53,56 +60,60 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// Help headings: `run --help` and the other long commands group their flags by concern.
+pub mod heading {
+    pub const TABLE: &str = "Table and index";
+    pub const AWS: &str = "AWS connection";
+    pub const OUTPUT: &str = "Configuration and output";
+    pub const READS: &str = "Reading the index";
+    pub const STREAM: &str = "Reading the stream";
+    pub const DELETES: &str = "Deletes";
+    pub const BUDGET: &str = "Backlog budget";
+    pub const FLEET: &str = "Fleet (shard leases)";
+    pub const ARCHIVE: &str = "Expiry records (archive)";
+    pub const METRICS: &str = "Metrics and health";
+    pub const BLOG: &str = "The 2022 blog's window index";
+}
+
 #[derive(Debug, Args)]
 pub struct Global {
     /// A TOML file with settings (keys are flag names: table = "t", poll-interval = "250ms").
     /// Flags and PRECISE_TTL_* variables take precedence over it
-    #[arg(long, env = "PRECISE_TTL_CONFIG", global = true, value_name = "FILE")]
+    #[arg(long, env = "PRECISE_TTL_CONFIG", global = true, value_name = "FILE",
+          help_heading = heading::OUTPUT)]
     pub config: Option<std::path::PathBuf>,
 
     /// The DynamoDB table to work on
-    #[arg(long, env = "PRECISE_TTL_TABLE", global = true)]
+    #[arg(long, env = "PRECISE_TTL_TABLE", global = true, help_heading = heading::TABLE,
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub table: Option<String>,
 
-    /// The TTL attribute: a Number of epoch seconds, as for native TTL
-    #[arg(
-        long,
-        env = "PRECISE_TTL_TTL_ATTRIBUTE",
-        default_value = "ttl",
-        global = true
-    )]
+    #[arg(long, env = "PRECISE_TTL_TTL_ATTRIBUTE", global = true, help_heading = heading::TABLE,
+          default_value = settings::TTL_ATTRIBUTE.default, help = settings::TTL_ATTRIBUTE.meaning)]
     pub ttl_attribute: String,
 
-    /// The shard attribute writers add next to the TTL: a Number in 0..SHARDS
-    #[arg(
-        long,
-        env = "PRECISE_TTL_SHARD_ATTRIBUTE",
-        default_value = "ttl_shard",
-        global = true
-    )]
+    #[arg(long, env = "PRECISE_TTL_SHARD_ATTRIBUTE", global = true, help_heading = heading::TABLE,
+          default_value = settings::SHARD_ATTRIBUTE.default,
+          help = settings::SHARD_ATTRIBUTE.meaning)]
     pub shard_attribute: String,
 
-    /// How many shard values writers spread items over (1 to 1024)
-    #[arg(long, env = "PRECISE_TTL_SHARDS", default_value_t = 16, global = true,
-          value_parser = clap::value_parser!(u64).range(1..=1024))]
+    #[arg(long, env = "PRECISE_TTL_SHARDS", global = true, help_heading = heading::TABLE,
+          default_value = settings::SHARDS.default, help = settings::SHARDS.meaning,
+          value_parser = settings::shards)]
     pub shards: u64,
 
-    /// The name of the expiry index (a sparse KEYS_ONLY GSI on shard + TTL)
-    #[arg(
-        long,
-        env = "PRECISE_TTL_INDEX_NAME",
-        default_value = "precise-ttl",
-        global = true
-    )]
+    #[arg(long, env = "PRECISE_TTL_INDEX_NAME", global = true, help_heading = heading::TABLE,
+          default_value = settings::INDEX_NAME.default, help = settings::INDEX_NAME.meaning)]
     pub index_name: String,
 
     /// Send requests here instead of the region's AWS endpoint (e.g. http://localhost:8000 for
     /// DynamoDB Local). Also read from AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL
-    #[arg(long, env = "PRECISE_TTL_ENDPOINT_URL", global = true, value_parser = endpoint_url)]
+    #[arg(long, env = "PRECISE_TTL_ENDPOINT_URL", global = true, value_parser = endpoint_url,
+          help_heading = heading::AWS)]
     pub endpoint_url: Option<String>,
 
     /// The AWS region (default: AWS_REGION, then the profile's region)
-    #[arg(long, env = "PRECISE_TTL_REGION", global = true)]
+    #[arg(long, env = "PRECISE_TTL_REGION", global = true, help_heading = heading::AWS)]
     pub region: Option<String>,
 
     /// The profile in ~/.aws/config and ~/.aws/credentials to take credentials and region from
@@ -112,46 +123,75 @@ pub struct Global {
     /// (AWS_WEB_IDENTITY_TOKEN_FILE), container credentials (ECS, EKS) and the instance
     /// metadata service. Also honoured for a loopback --endpoint-url (DynamoDB Local), which
     /// otherwise gets fixed local credentials. See docs/aws.md
-    #[arg(long, env = "PRECISE_TTL_PROFILE", global = true, value_name = "NAME")]
+    #[arg(long, env = "PRECISE_TTL_PROFILE", global = true, value_name = "NAME",
+          help_heading = heading::AWS)]
     pub profile: Option<String>,
 
     /// Time allowed to open a connection
-    #[arg(long, env = "PRECISE_TTL_CONNECT_TIMEOUT", default_value = "3s", global = true, value_parser = duration)]
+    #[arg(long, env = "PRECISE_TTL_CONNECT_TIMEOUT", default_value = "3s", global = true,
+          value_parser = duration, help_heading = heading::AWS)]
     pub connect_timeout: Duration,
 
     /// Time allowed for one request attempt; a slower one is retried
-    #[arg(long, env = "PRECISE_TTL_ATTEMPT_TIMEOUT", default_value = "10s", global = true, value_parser = duration)]
+    #[arg(long, env = "PRECISE_TTL_ATTEMPT_TIMEOUT", default_value = "10s", global = true,
+          value_parser = duration, help_heading = heading::AWS)]
     pub attempt_timeout: Duration,
 
-    /// Log format on standard error
-    #[arg(
-        long,
-        env = "PRECISE_TTL_LOG_FORMAT",
-        default_value = "text",
-        global = true
-    )]
+    /// Log format on standard error (colours only when it is a terminal)
+    #[arg(long, env = "PRECISE_TTL_LOG_FORMAT", default_value = "text", global = true,
+          help_heading = heading::OUTPUT)]
     pub log_format: LogFormat,
 
     /// More log output (-v: info, -vv: debug); RUST_LOG overrides
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    #[arg(short, long, action = clap::ArgAction::Count, global = true,
+          help_heading = heading::OUTPUT)]
     pub verbose: u8,
 }
 
+/// A setting's `--help` text: its one-line meaning (its `-h` line, the same wherever the flag
+/// appears), then `more`.
+pub fn long_help(setting: settings::Setting, more: &str) -> String {
+    format!("{}\n\n{more}", setting.meaning)
+}
+
+/// A mistake in how the command was called that only shows after parsing (no table given, two
+/// flags that contradict each other): `main` exits 2 for it, as for clap's own usage errors.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+impl UsageError {
+    /// Any error's text as a usage error.
+    pub fn of(e: impl std::fmt::Display) -> Self {
+        UsageError(e.to_string())
+    }
+}
+
 impl Global {
-    pub fn layout(&self) -> anyhow::Result<TtlLayout> {
-        let shards = ShardCount::new(self.shards)?;
-        Ok(TtlLayout::new(
+    pub fn layout(&self) -> Result<TtlLayout, UsageError> {
+        let shards = ShardCount::new(self.shards).map_err(UsageError::of)?;
+        TtlLayout::new(
             self.ttl_attribute.clone(),
             self.shard_attribute.clone(),
             self.index_name.clone(),
             shards,
-        )?)
+        )
+        .map_err(UsageError::of)
     }
 
-    pub fn table(&self) -> anyhow::Result<&str> {
+    pub fn table(&self) -> Result<&str, UsageError> {
         match self.table.as_deref() {
             Some(t) if !t.is_empty() => Ok(t),
-            _ => anyhow::bail!("no table given: pass --table NAME or set PRECISE_TTL_TABLE"),
+            _ => Err(UsageError(
+                "no table given: pass --table NAME or set PRECISE_TTL_TABLE".into(),
+            )),
         }
     }
 }
@@ -284,34 +324,8 @@ line: exit 0 when it answers 200, 1 when it answers anything else, does not answ
     Health(HealthArgs),
 }
 
-pub fn duration(s: &str) -> Result<Duration, String> {
-    parse_duration(s).map_err(|e| e.to_string())
-}
-
-pub fn poll_interval(s: &str) -> Result<Duration, String> {
-    let d = duration(s)?;
-    if d < Duration::from_millis(100) {
-        return Err(format!("{s:?} is below the minimum poll interval of 100ms"));
-    }
-    Ok(d)
-}
-
-pub fn lease_duration(s: &str) -> Result<Duration, String> {
-    let d = duration(s)?;
-    if !(Duration::from_secs(1)..=Duration::from_secs(600)).contains(&d) {
-        return Err(format!("{s:?} is not a lease duration from 1s to 10m"));
-    }
-    Ok(d)
-}
-
-pub fn positive_rate(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
-        _ => Err(format!(
-            "{s:?} is not a positive number of deletes per second"
-        )),
-    }
-}
+// The parsers of durations, rates and ranges are the settings' (one minimum everywhere).
+pub use precise_ttl_engine::settings::{duration, lease_duration, poll_interval, positive_rate};
 
 /// `http://host[:port]` or `https://…`: anything else would only fail later, deep in the SDK.
 fn endpoint_url(text: &str) -> Result<String, String> {

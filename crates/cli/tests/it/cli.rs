@@ -105,7 +105,7 @@ fn bad_usage_is_explained() {
     precise_ttl()
         .args(["sweep"])
         .assert()
-        .code(1)
+        .code(2)
         .stderr(predicate::str::contains("no table given"));
     precise_ttl()
         .args(["sweep", "--table", "t", "--shards", "0"])
@@ -139,7 +139,7 @@ fn bad_usage_is_explained() {
             "same",
         ])
         .assert()
-        .code(1)
+        .code(2)
         .stderr(predicate::str::contains("must differ"));
     precise_ttl()
         .args(["--help"])

@@ -32,3 +32,4 @@ mod stand_in;
 mod stop;
 mod support;
 mod sweep;
+mod usage;

@@ -1,5 +1,7 @@
-//! The daemon's settings, the report of a finished run, and how a run fails.
+//! The daemon's configuration (the user's settings, from [`crate::settings`], and the daemon's
+//! own constants), the report of a finished run, and how a run fails.
 
+use crate::settings::DaemonSettings;
 use crate::store::StoreError;
 use precise_ttl_core::{Backoff, Timestamp};
 use std::time::Duration;
@@ -64,27 +66,44 @@ pub struct DaemonConfig {
 }
 
 impl Default for DaemonConfig {
+    /// The settings' defaults ([`crate::settings`], where `run` and the Lambda take theirs), no
+    /// backlog ceiling (it needs a table's capacity), and the daemon's own constants.
     fn default() -> Self {
+        DaemonConfig::from_settings(&DaemonSettings::default())
+    }
+}
+
+impl DaemonConfig {
+    /// `settings` over the daemon's own constants (what no user sets), without a backlog ceiling:
+    /// [`DaemonSettings::daemon_config`] adds the table's.
+    pub(crate) fn from_settings(settings: &DaemonSettings) -> Self {
+        let max_concurrency = settings.concurrency as usize;
         DaemonConfig {
-            poll_interval: Duration::from_secs(1),
-            horizon: Duration::from_secs(5),
-            lookback: Duration::from_secs(2),
-            page_size: 500,
-            min_concurrency: 2,
-            initial_concurrency: 32,
-            max_concurrency: 128,
-            max_deletes_per_second: None,
+            poll_interval: settings.poll_interval,
+            horizon: settings.horizon,
+            lookback: settings.lookback,
+            page_size: settings.page_size,
+            // A limit of requests in flight below these would not be a limit the AIMD can work
+            // in; a smaller --concurrency lowers them with it.
+            min_concurrency: 2.min(max_concurrency),
+            initial_concurrency: 32.min(max_concurrency),
+            max_concurrency,
+            max_deletes_per_second: settings.max_deletes_per_second,
             backlog_ceiling: None,
             max_batch: 25,
-            batch_linger: Duration::ZERO,
+            batch_linger: settings.batch_linger,
             max_scheduled: 100_000,
             backlog_buffer: 2_000,
             max_backlog_in_flight: 50,
             backlog_per_lane_per_second: 700.0,
             backlog_idle_interval: Duration::from_secs(5),
-            backoff: Backoff::default(),
+            backoff: Backoff {
+                max_attempts: settings.max_attempts,
+                ..Backoff::default()
+            },
             drain_timeout: Duration::from_secs(5),
-            stray_check_interval: Some(Duration::from_secs(300)),
+            stray_check_interval: (!settings.stray_check_interval.is_zero())
+                .then_some(settings.stray_check_interval),
             seed: None,
         }
     }

@@ -334,3 +334,22 @@ async fn an_invocation_archives_every_item_it_deletes() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = dynamo.query.delete_table().table_name(&table).send().await;
 }
+
+/// Started by hand, outside Lambda: one line saying where it runs and how to run it locally,
+/// exit 2, no panic or backtrace.
+#[test]
+fn outside_lambda_it_says_so_in_one_line_and_exits_2() {
+    let mut command = std::process::Command::new(FUNCTION);
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("AWS_LAMBDA_") {
+            command.env_remove(name);
+        }
+    }
+    let out = command.env("RUST_BACKTRACE", "1").output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("AWS_LAMBDA_RUNTIME_API"), "{stderr}");
+    assert!(stderr.contains("cargo lambda watch"), "{stderr}");
+    assert!(stderr.contains("precise-ttl run"), "{stderr}");
+}

@@ -1,0 +1,171 @@
+//! Usage errors exit 2 with one line, whichever check finds them (clap's, or a command's own after
+//! parsing); `archive`'s renamed flags keep their former names; logs carry no colour codes when
+//! standard error is not a terminal. None of these needs a store.
+
+use std::time::Duration;
+
+/// The binary with an empty environment and an endpoint nothing listens on: whatever reaches the
+/// network fails fast there, and a usage error must come before it.
+fn bare() -> assert_cmd::Command {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut cmd = assert_cmd::Command::cargo_bin("precise-ttl").unwrap();
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env(
+            "PRECISE_TTL_ENDPOINT_URL",
+            format!("http://127.0.0.1:{port}"),
+        )
+        .timeout(Duration::from_secs(60));
+    cmd
+}
+
+fn one_line_exit_2(args: &[&str], says: &str) {
+    let out = bare()
+        .args(args)
+        .assert()
+        .code(2)
+        .get_output()
+        .stderr
+        .clone();
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.contains(says), "{args:?}: {text}");
+    let errors = text.lines().filter(|l| l.starts_with("error:")).count();
+    assert_eq!(errors, 1, "{args:?}: {text}");
+}
+
+#[test]
+fn a_missing_or_empty_table_is_bad_usage_for_every_command_that_needs_one() {
+    for command in [
+        &["setup"][..],
+        &["sweep"],
+        &["run"],
+        &["status"],
+        &["archive", "--archive-to", "-"],
+        &["backfill"],
+        &["doctor"],
+    ] {
+        one_line_exit_2(command, "no table given");
+        let mut empty = command.to_vec();
+        empty.extend(["--table", ""]);
+        one_line_exit_2(&empty, "--table");
+    }
+}
+
+#[test]
+fn flags_that_contradict_each_other_are_bad_usage() {
+    one_line_exit_2(
+        &[
+            "run",
+            "--table",
+            "t",
+            "--poll-interval",
+            "2s",
+            "--lookback",
+            "1s",
+        ],
+        "lookback",
+    );
+    one_line_exit_2(
+        &[
+            "run",
+            "--table",
+            "t",
+            "--index-layout",
+            "blog-window",
+            "--archive",
+            "-",
+        ],
+        "sharded index only",
+    );
+    one_line_exit_2(
+        &[
+            "sweep",
+            "--table",
+            "t",
+            "--ttl-attribute",
+            "x",
+            "--shard-attribute",
+            "x",
+        ],
+        "must differ",
+    );
+}
+
+#[test]
+fn archive_s_flags_are_its_own_and_its_former_names_still_work() {
+    let help = bare().args(["archive", "--help"]).assert().success();
+    let help = String::from_utf8_lossy(&help.get_output().stdout).to_string();
+    for flag in [
+        "--archive-to",
+        "--archive-poll-interval",
+        "--archive-checkpoint-table",
+        "--archive-metrics-addr",
+        "--archive-unhealthy-after",
+    ] {
+        assert!(help.contains(flag), "{flag}: {help}");
+    }
+    // The former names reach the same flags: the same minimum refuses the same value.
+    one_line_exit_2(
+        &[
+            "archive",
+            "--table",
+            "t",
+            "--to",
+            "-",
+            "--poll-interval",
+            "50ms",
+        ],
+        "100ms",
+    );
+    one_line_exit_2(
+        &[
+            "archive",
+            "--table",
+            "t",
+            "--archive-to",
+            "-",
+            "--archive-poll-interval",
+            "50ms",
+        ],
+        "100ms",
+    );
+}
+
+#[test]
+fn run_s_help_groups_its_flags_by_concern() {
+    let help = bare().args(["run", "--help"]).assert().success();
+    let help = String::from_utf8_lossy(&help.get_output().stdout).to_string();
+    for heading in [
+        "Table and index:",
+        "Reading the index:",
+        "Deletes:",
+        "Backlog budget:",
+        "Fleet (shard leases):",
+        "Expiry records (archive):",
+        "Metrics and health:",
+        "AWS connection:",
+    ] {
+        assert!(help.contains(heading), "{heading}: {help}");
+    }
+}
+
+/// Standard error here is a pipe: the lines must be plain text a log collector can read.
+#[test]
+fn logs_to_a_pipe_carry_no_colour_codes() {
+    let out = bare()
+        .args(["run", "--table", "t", "--for", "2s", "-v"])
+        .assert()
+        .get_output()
+        .stderr
+        .clone();
+    let text = String::from_utf8_lossy(&out);
+    assert!(
+        text.contains("INFO") || text.contains("WARN"),
+        "some log line: {text}"
+    );
+    assert!(!text.contains('\u{1b}'), "colour codes in: {text:?}");
+}
