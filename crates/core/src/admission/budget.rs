@@ -25,7 +25,7 @@ use std::time::Duration;
 /// halving, then a quarter off, left the backlog's rate well under the refusal point for most of
 /// each cycle; a tenth off keeps it near that point while the application's refusals stay under
 /// the 0.1 % aimed at.
-const CUT: f64 = 0.9;
+pub(crate) const CUT: f64 = 0.9;
 /// After a cut, the rate does not grow for this long: refusals of requests already in flight
 /// answer the same excess, and a cut only counts once per hold.
 const HOLD: Duration = Duration::from_secs(1);
