@@ -1,4 +1,5 @@
-//! What a benchmark run is asked to do.
+//! What a benchmark run is asked to do, and the `precise-ttl run` command line that follows
+//! from it.
 
 use crate::crash_loop::KillEvery;
 use crate::fleet::FleetPlan;
@@ -7,6 +8,7 @@ use crate::revision::Revision;
 use precise_ttl_core::{TtlLayout, WindowFormat, WindowSpec};
 use precise_ttl_dynamodb::DeleteMode;
 use std::path::PathBuf;
+use std::process::Command;
 use std::time::Duration;
 
 /// One benchmark scenario.
@@ -150,11 +152,98 @@ impl BenchConfig {
         }
     }
 
-    pub(crate) fn delete_mode_name(&self) -> &'static str {
-        match self.delete_mode {
-            DeleteMode::Single => "single",
-            DeleteMode::Batch => "batch",
-            DeleteMode::Auto => "auto",
+    /// The `precise-ttl run` command line for `table` at `endpoint`, every layout setting included.
+    pub fn run_command(&self, table: &str, endpoint: &str) -> Command {
+        let layout = &self.layout;
+        let mut cmd = Command::new(&self.daemon.program);
+        cmd.args(["run", "--table", table, "--endpoint-url", endpoint])
+            .args(["--ttl-attribute", &layout.ttl_attribute])
+            .args(["--shard-attribute", &layout.shard_attribute])
+            .args(["--index-name", &layout.index_name])
+            .args(["--shards", &layout.shards.get().to_string()])
+            .args([
+                "--poll-interval",
+                &format!("{}ms", self.poll_interval.as_millis()),
+            ])
+            .args(["--metrics-addr", "127.0.0.1:0"])
+            .args(["--delete-mode", delete_mode_name(self.delete_mode)])
+            .args(&self.daemon.extra_args);
+        if let BenchIndex::BlogWindow { attribute, spec } = &self.index {
+            cmd.args([
+                "--index-layout",
+                "blog-window",
+                "--window-attribute",
+                attribute,
+            ])
+            .args(["--window-size", &format!("{}s", spec.size().as_secs())])
+            .args([
+                "--window-format",
+                match spec.format {
+                    WindowFormat::Millis => "millis",
+                    WindowFormat::Seconds => "seconds",
+                },
+            ])
+            // The table is new; its planted backlog reaches an hour back.
+            .args(["--window-since", "2h"])
+            .args(["--checkpoint-table", &format!("{table}-checkpoints")]);
+        }
+        // The command line is the whole configuration: settings of the caller's environment must not
+        // leak into the measured daemon.
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("PRECISE_TTL_") {
+                cmd.env_remove(k);
+            }
+        }
+        cmd
+    }
+}
+
+/// Every delete mode, for `bench --delete-mode`.
+pub const DELETE_MODES: [DeleteMode; 3] = [DeleteMode::Single, DeleteMode::Batch, DeleteMode::Auto];
+
+/// A delete mode's name on `run`'s command line (`--delete-mode`): the bench hands the mode to
+/// its daemon by this name, and takes it by the same.
+pub fn delete_mode_name(mode: DeleteMode) -> &'static str {
+    match mode {
+        DeleteMode::Single => "single",
+        DeleteMode::Batch => "batch",
+        DeleteMode::Auto => "auto",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use precise_ttl_core::ShardCount;
+
+    #[test]
+    fn the_daemon_gets_every_layout_setting() {
+        let layout = TtlLayout::new(
+            "expires_at",
+            "bucket",
+            "by-expiry",
+            ShardCount::new(8).unwrap(),
+        )
+        .unwrap();
+        let daemon = DaemonCommand {
+            program: "precise-ttl".into(),
+            extra_args: vec!["--batch-linger".into(), "0s".into()],
+        };
+        let cmd = BenchConfig::new("x", layout, daemon).run_command("t", "http://h:1");
+        let args: Vec<_> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let joined = args.join(" ");
+        for expected in [
+            "--ttl-attribute expires_at",
+            "--shard-attribute bucket",
+            "--index-name by-expiry",
+            "--shards 8",
+            "--delete-mode batch",
+            "--batch-linger 0s",
+        ] {
+            assert!(joined.contains(expected), "{expected} in {joined}");
         }
     }
 }

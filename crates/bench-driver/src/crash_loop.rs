@@ -9,7 +9,6 @@
 //! process's kill and the next process's start, but no longer, so what counts is the lag beyond
 //! the next kill after the item's TTL.
 
-use crate::fleet::{Action, EventRecord, FleetReport};
 use precise_ttl_bench::{Expectation, Inputs};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -165,31 +164,11 @@ pub struct CrashLoopReport {
     pub deleted_before_last_kill: u64,
 }
 
-/// The crash loop's report from the fleet's event records and the run's inputs.
-pub(crate) fn judge(every: KillEvery, fleet: &FleetReport, inputs: &Inputs) -> CrashLoopReport {
-    let kills: Vec<&EventRecord> = fleet
-        .events
-        .iter()
-        .filter(|e| matches!(e.action, Action::Crash(_)))
-        .collect();
-    report(
-        every,
-        &kills.iter().map(|e| e.at_ms).collect::<Vec<_>>(),
-        kills
-            .iter()
-            .filter_map(|e| e.lived_ms)
-            .map(|ms| ms as i64)
-            .collect(),
-        &kills
-            .iter()
-            .map(|e| e.all_shards_held_after_ms)
-            .collect::<Vec<_>>(),
-        inputs,
-    )
-}
-
-/// Judges every deleted `Expire` item of `inputs` against the kills (epoch ms, in order).
-fn report(
+/// Judges every deleted `Expire` item of `inputs` against the kills (epoch ms, in order): how
+/// long each killed process had `lived`, and how soon after each kill its successor held every
+/// shard (`held_after`). The fleet that ran the loop reads these from its event records
+/// ([`FleetReport::judge_crash_loop`](crate::fleet::FleetReport::judge_crash_loop)).
+pub(crate) fn report(
     every: KillEvery,
     kills: &[i64],
     lived: Vec<i64>,

@@ -1,11 +1,11 @@
 //! The daemon under test, run as a child process the way users run it, and stopped with SIGTERM
-//! as a service manager would.
+//! as a service manager would. Its command line is the scenario's
+//! ([`BenchConfig::run_command`](crate::config::BenchConfig::run_command)): this module only
+//! starts, watches and stops processes, so it depends on no scenario type.
 
-use crate::config::{BenchConfig, BenchIndex};
 use crate::error::BenchError;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use precise_ttl_core::WindowFormat;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -15,51 +15,6 @@ pub struct DaemonProcess {
     child: Child,
     /// Where it serves /metrics, from the line it prints at start.
     pub metrics_url: Option<String>,
-}
-
-/// The `precise-ttl run` command line for `table` at `endpoint`, every layout setting included.
-pub fn command(config: &BenchConfig, table: &str, endpoint: &str) -> Command {
-    let layout = &config.layout;
-    let mut cmd = Command::new(&config.daemon.program);
-    cmd.args(["run", "--table", table, "--endpoint-url", endpoint])
-        .args(["--ttl-attribute", &layout.ttl_attribute])
-        .args(["--shard-attribute", &layout.shard_attribute])
-        .args(["--index-name", &layout.index_name])
-        .args(["--shards", &layout.shards.get().to_string()])
-        .args([
-            "--poll-interval",
-            &format!("{}ms", config.poll_interval.as_millis()),
-        ])
-        .args(["--metrics-addr", "127.0.0.1:0"])
-        .args(["--delete-mode", config.delete_mode_name()])
-        .args(&config.daemon.extra_args);
-    if let BenchIndex::BlogWindow { attribute, spec } = &config.index {
-        cmd.args([
-            "--index-layout",
-            "blog-window",
-            "--window-attribute",
-            attribute,
-        ])
-        .args(["--window-size", &format!("{}s", spec.size().as_secs())])
-        .args([
-            "--window-format",
-            match spec.format {
-                WindowFormat::Millis => "millis",
-                WindowFormat::Seconds => "seconds",
-            },
-        ])
-        // The table is new; its planted backlog reaches an hour back.
-        .args(["--window-since", "2h"])
-        .args(["--checkpoint-table", &format!("{table}-checkpoints")]);
-    }
-    // The command line is the whole configuration: settings of the caller's environment must not
-    // leak into the measured daemon.
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("PRECISE_TTL_") {
-            cmd.env_remove(k);
-        }
-    }
-    cmd
 }
 
 impl DaemonProcess {
@@ -171,39 +126,6 @@ fn capacity_from_metrics(body: &str) -> Option<(f64, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::DaemonCommand;
-    use precise_ttl_core::{ShardCount, TtlLayout};
-
-    #[test]
-    fn the_daemon_gets_every_layout_setting() {
-        let layout = TtlLayout::new(
-            "expires_at",
-            "bucket",
-            "by-expiry",
-            ShardCount::new(8).unwrap(),
-        )
-        .unwrap();
-        let daemon = DaemonCommand {
-            program: "precise-ttl".into(),
-            extra_args: vec!["--batch-linger".into(), "0s".into()],
-        };
-        let cmd = command(&BenchConfig::new("x", layout, daemon), "t", "http://h:1");
-        let args: Vec<_> = cmd
-            .get_args()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect();
-        let joined = args.join(" ");
-        for expected in [
-            "--ttl-attribute expires_at",
-            "--shard-attribute bucket",
-            "--index-name by-expiry",
-            "--shards 8",
-            "--delete-mode batch",
-            "--batch-linger 0s",
-        ] {
-            assert!(joined.contains(expected), "{expected} in {joined}");
-        }
-    }
 
     #[test]
     fn capacity_is_read_in_hundredths() {

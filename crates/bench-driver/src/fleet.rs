@@ -4,9 +4,10 @@
 //! every shard again, and how many items each worker deleted between events (from its
 //! `/metrics`), so the report can show the split, the failover and the hand-over.
 
-use crate::crash_loop::{CrashLoop, CrashLoopReport, KillEvery};
+use crate::crash_loop::{self, CrashLoop, CrashLoopReport, KillEvery};
 use crate::daemon::{DaemonProcess, scrape};
 use crate::error::BenchError;
+use precise_ttl_bench::Inputs;
 use precise_ttl_engine::metrics as m;
 use precise_ttl_engine::{Clock, SystemClock};
 use serde::Serialize;
@@ -203,6 +204,31 @@ pub struct FleetReport {
     /// In a crash loop: the kills and each item's lag against them (filled in by the report).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub crash_loop: Option<CrashLoopReport>,
+}
+
+impl FleetReport {
+    /// The crash loop's report from this fleet's kills and the run's inputs.
+    pub(crate) fn judge_crash_loop(&self, every: KillEvery, inputs: &Inputs) -> CrashLoopReport {
+        let kills: Vec<&EventRecord> = self
+            .events
+            .iter()
+            .filter(|e| matches!(e.action, Action::Crash(_)))
+            .collect();
+        crash_loop::report(
+            every,
+            &kills.iter().map(|e| e.at_ms).collect::<Vec<_>>(),
+            kills
+                .iter()
+                .filter_map(|e| e.lived_ms)
+                .map(|ms| ms as i64)
+                .collect(),
+            &kills
+                .iter()
+                .map(|e| e.all_shards_held_after_ms)
+                .collect::<Vec<_>>(),
+            inputs,
+        )
+    }
 }
 
 struct Worker {

@@ -8,13 +8,17 @@
 //!
 //! The library never prints: progress goes to a [`Progress`], results come back as a
 //! [`BenchRun`] the caller renders or writes with [`BenchRun::write_files`]. Every attribute
-//! name (partition key, TTL, shard) comes from the [`BenchConfig`].
+//! name (partition key, TTL, shard) comes from the [`BenchConfig`]; [`cli`] holds the flags of
+//! `precise-ttl bench` that make one.
+//!
+//! The harness depends on the product, never the reverse: `precise-ttl` links this crate only
+//! when built with its `bench` feature.
 
 pub mod app;
+pub mod cli;
 pub mod config;
 pub mod crash_loop;
 pub mod daemon;
-pub mod deletions;
 pub mod error;
 pub mod fleet;
 pub mod items;
@@ -33,13 +37,13 @@ pub mod usage;
 
 pub use config::{BenchConfig, BenchIndex, DaemonCommand, Provisioned};
 pub use crash_loop::KillEvery;
-pub use deletions::DeletionLog;
 pub use error::BenchError;
 pub use fleet::{FleetEvent, FleetPlan, FleetReport};
 pub use items::ItemWriter;
 pub use lambda::{Function, InvocationRecord, LocalLambda};
 pub use lambda_run::{LambdaPlan, LambdaReport};
-pub use load::put_all;
+// The Lambda's tests load their tables with it through this crate.
+pub use precise_ttl_dynamodb::bulk::put_all;
 pub use progress::{Event, NoProgress, Progress};
 pub use raw::RawRates;
 pub use report::{BenchRun, Summary};

@@ -1,16 +1,17 @@
-//! The bench table's own I/O: creating it (and the blog's index), writing items in bulk, extending TTLs on schedule,
-//! and listing what is left.
+//! The bench table's own I/O: creating it (and the blog's index), extending TTLs on schedule,
+//! and listing what is left. Writing items in bulk is the product's tooling
+//! ([`precise_ttl_dynamodb::bulk`]), shared with the demo.
 
 use crate::config::Provisioned;
 use crate::error::BenchError;
-use crate::items::{Item, ItemWriter, epoch_seconds};
+use crate::items::{ItemWriter, epoch_seconds};
 use crate::plan::Extension;
 use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, CreateGlobalSecondaryIndexAction, GlobalSecondaryIndexUpdate,
-    KeySchemaElement, KeyType, Projection, ProjectionType, ProvisionedThroughput, PutRequest,
-    ScalarAttributeType, WriteRequest,
+    KeySchemaElement, KeyType, Projection, ProjectionType, ProvisionedThroughput,
+    ScalarAttributeType,
 };
 use precise_ttl_dynamodb::Dynamo;
 use precise_ttl_engine::{Clock, SystemClock};
@@ -135,60 +136,6 @@ pub async fn create_blog_index(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-/// Writes `items` with BatchWriteItem, four requests of 25 in flight, until none is left
-/// unprocessed. `written` is told how many each finished request wrote.
-pub async fn put_all(
-    dynamo: &Dynamo,
-    table: &str,
-    items: Vec<Item>,
-    mut written: impl FnMut(u64),
-) -> Result<(), BenchError> {
-    let mut chunks = items
-        .chunks(25)
-        .map(|c| c.to_vec())
-        .collect::<Vec<_>>()
-        .into_iter();
-    let mut tasks = tokio::task::JoinSet::new();
-    loop {
-        while tasks.len() < 4 {
-            let Some(chunk) = chunks.next() else { break };
-            let dynamo = dynamo.clone();
-            let table = table.to_string();
-            tasks.spawn(async move { write_chunk(&dynamo, &table, chunk).await });
-        }
-        match tasks.join_next().await {
-            Some(done) => written(done??),
-            None => return Ok(()),
-        }
-    }
-}
-
-async fn write_chunk(dynamo: &Dynamo, table: &str, chunk: Vec<Item>) -> Result<u64, BenchError> {
-    let n = chunk.len() as u64;
-    let mut requests = Vec::with_capacity(chunk.len());
-    for item in chunk {
-        let put = PutRequest::builder()
-            .set_item(Some(item))
-            .build()
-            .map_err(|e| BenchError::call("writing items", e))?;
-        requests.push(WriteRequest::builder().put_request(put).build());
-    }
-    while !requests.is_empty() {
-        let out = dynamo
-            .write
-            .batch_write_item()
-            .request_items(table, requests)
-            .send()
-            .await
-            .map_err(|e| BenchError::call("writing items", DisplayErrorContext(e)))?;
-        requests = out
-            .unprocessed_items
-            .and_then(|mut u| u.remove(table))
-            .unwrap_or_default();
-    }
-    Ok(n)
 }
 
 /// One write the bench sent during the run: the extension of `key`'s TTL, as the store took it.

@@ -4,8 +4,8 @@
 use crate::config::BenchIndex;
 use crate::error::BenchError;
 use crate::items::{ItemWriter, epoch_seconds};
-use crate::load::put_all;
 use precise_ttl_core::{DueWindow, TtlLayout};
+use precise_ttl_dynamodb::bulk::put_all;
 use precise_ttl_dynamodb::{DeleteMode, Dynamo, DynamoStore, IndexPartition, ItemKey};
 use precise_ttl_engine::{Clock, DeleteOutcome, ExpiryStore, SystemClock};
 use serde::Serialize;

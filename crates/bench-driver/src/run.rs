@@ -2,14 +2,12 @@
 
 use crate::app::AppWriter;
 use crate::config::{BenchConfig, BenchIndex};
-use crate::crash_loop;
-use crate::daemon;
 use crate::error::BenchError;
 use crate::fleet::{Fleet, FleetPlan, fill_lags};
 use crate::items::ItemWriter;
 use crate::lambda::Function;
 use crate::lambda_run::{LambdaRun, fill_boundaries};
-use crate::load::{create_blog_index, create_table, extend_ttls, put_all, scan_keys};
+use crate::load::{create_blog_index, create_table, extend_ttls, scan_keys};
 use crate::observe::{Observer, calibrate};
 use crate::plan;
 use crate::progress::{Event, Progress};
@@ -17,6 +15,7 @@ use crate::raw;
 use crate::report::{BenchRun, Measured, summarize};
 use crate::usage::UsageSampler;
 use precise_ttl_bench::Inputs;
+use precise_ttl_dynamodb::bulk::put_all;
 use precise_ttl_dynamodb::stream::enable_keys_stream;
 use precise_ttl_dynamodb::{Dynamo, SetupOptions, setup};
 use precise_ttl_engine::{Clock, SystemClock};
@@ -316,7 +315,7 @@ async fn run_on(
         }
         (None, Some(every), Some(f)) => {
             fill_lags(f, &lags);
-            f.crash_loop = Some(crash_loop::judge(every, f, &inputs));
+            f.crash_loop = Some(f.judge_crash_loop(every, &inputs));
             fleet_report
         }
         _ => None,
@@ -352,7 +351,7 @@ fn lambda_function(config: &BenchConfig, table: &str, endpoint: &str) -> Functio
             ),
             (
                 "PRECISE_TTL_DELETE_MODE".into(),
-                config.delete_mode_name().into(),
+                crate::config::delete_mode_name(config.delete_mode).into(),
             ),
             ("AWS_ENDPOINT_URL_DYNAMODB".into(), endpoint.into()),
         ],
@@ -374,7 +373,7 @@ pub(crate) fn start_fleet(
     let fleet = config.fleet.is_some();
     let lease = format!("{}ms", plan.lease_duration.as_millis());
     let command = move |worker: &str| {
-        let mut cmd = daemon::command(&cfg, &table, &endpoint);
+        let mut cmd = cfg.run_command(&table, &endpoint);
         if fleet {
             cmd.args(["--worker-id", worker, "--lease-duration", &lease]);
         }

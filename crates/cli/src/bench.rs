@@ -1,15 +1,13 @@
-//! `precise-ttl bench`: its flags, turned into a [`BenchConfig`] for `precise-ttl-bench-driver`,
-//! DynamoDB Local started when no endpoint is given, progress bars, and the report printed.
-//! What the benchmark does is the driver's.
+//! `precise-ttl bench` (with the `bench` feature): DynamoDB Local started when no endpoint is
+//! given, the driver's progress as bars, and the report printed. Its flags, and the scenario
+//! they make, are the driver's (`precise_ttl_bench_driver::cli`), as is what the benchmark does.
 
-use crate::args::{BenchArgs, Global, IndexLayout};
+use crate::args::Global;
 use crate::wiring::Outcome;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use precise_ttl_bench_driver::{
-    BenchConfig, BenchIndex, DaemonCommand, Event, FleetPlan, LambdaPlan, Progress, Provisioned,
-    Revision,
-};
+use precise_ttl_bench_driver::cli::BenchArgs;
+use precise_ttl_bench_driver::{Event, Progress, Revision};
 use precise_ttl_dynamodb::{Dynamo, DynamoDbLocal};
 use std::io::IsTerminal;
 use std::path::Path;
@@ -88,65 +86,7 @@ impl Progress for Bars {
 pub async fn run(global: &Global, args: &BenchArgs) -> anyhow::Result<Outcome> {
     let exe =
         std::env::current_exe().context("finding the precise-ttl binary to run as the daemon")?;
-    let mut config = BenchConfig::new(
-        args.name.clone(),
-        global.layout()?,
-        DaemonCommand {
-            program: exe,
-            extra_args: args.daemon_args.clone(),
-        },
-    );
-    config.items = args.items;
-    config.spread = args.spread;
-    config.hot_shard_share = hot_shard_share(args, config.layout.shards.get())?;
-    config.backlog = args.backlog;
-    config.idle = args.idle;
-    config.grace = args.grace;
-    config.timeout = args.timeout;
-    config.stop_after = args.stop_after;
-    config.raw_items = args.raw_items;
-    config.index = match args.index_layout {
-        IndexLayout::Sharded => BenchIndex::Sharded,
-        IndexLayout::BlogWindow => BenchIndex::blog_minutes(),
-    };
-    if args.ttl_granularity.is_zero() {
-        anyhow::bail!("--ttl-granularity must be at least 1ms");
-    }
-    config.ttl_granularity = args.ttl_granularity;
-    if let Some(seed) = args.seed {
-        config.seed = seed;
-    }
-    config.poll_interval = args.poll_interval;
-    if let Some(program) = &args.lambda {
-        config.lambda = Some(LambdaPlan {
-            program: program.clone(),
-            invocations: args.invocations,
-            length: args.invocation_length,
-            every: args.invocation_every,
-        });
-    }
-    if let Some(workers) = args.workers {
-        config.fleet = Some(
-            FleetPlan::new(workers.into(), args.lease_duration, args.events.clone())
-                .map_err(|e| anyhow::anyhow!("--event: {e}"))?,
-        );
-    }
-    config.crash_loop = args.kill_every;
-    if !(args.app_writes.is_finite() && (0.0..=1_000_000.0).contains(&args.app_writes)) {
-        anyhow::bail!(
-            "--app-writes must be a rate from 0 (off) to 1000000 items/s, got {}",
-            args.app_writes
-        );
-    }
-    config.app_writes_per_s = args.app_writes;
-    config.no_sweeper = args.no_sweeper;
-    // Reads as many as writes: the final scan and the sweeper's index queries never wait on a
-    // read limit the run does not measure.
-    config.provisioned = args
-        .sim
-        .sim_provisioned_wcu
-        .map(|n| Provisioned { read: n, write: n });
-    config.delete_mode = args.delete_mode.mode();
+    let mut config = args.config(global.layout()?, exe)?;
     config.argv = std::env::args().collect();
     // The checkout this binary was built from; an installed binary whose sources are gone
     // records "unknown".
@@ -178,30 +118,6 @@ pub async fn run(global: &Global, args: &BenchArgs) -> anyhow::Result<Outcome> {
     let result = precise_ttl_bench_driver::run(&dynamo, &endpoint, &config, &bars).await;
     bars.set(None);
     finish(result?, args)
-}
-
-/// `--hot-shard-share`, checked: a fraction strictly between 0 and 1, with a shard besides the
-/// hot one to send the rest to, in the layout whose index partitions are shards.
-fn hot_shard_share(args: &BenchArgs, shards: u16) -> anyhow::Result<Option<f64>> {
-    let Some(share) = args.hot_shard_share else {
-        return Ok(None);
-    };
-    if !(share > 0.0 && share < 1.0) {
-        anyhow::bail!(
-            "--hot-shard-share must be a fraction between 0 and 1 (exclusive), e.g. 0.1875; got {share}"
-        );
-    }
-    if shards < 2 {
-        anyhow::bail!(
-            "--hot-shard-share needs at least 2 shards (one hot, the others for the rest); got --shards {shards}"
-        );
-    }
-    if args.index_layout != IndexLayout::Sharded {
-        anyhow::bail!(
-            "--hot-shard-share needs --index-layout sharded: the blog's index has no shards"
-        );
-    }
-    Ok(Some(share))
 }
 
 /// Writes the report's files and prints it; a run with wrong deletions or items left behind

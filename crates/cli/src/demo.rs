@@ -1,20 +1,21 @@
 //! `precise-ttl demo`: the whole loop on a DynamoDB Local it starts itself. Wiring and output:
-//! the items are written with the bench driver's writer, deletions logged by its [`DeletionLog`].
+//! the items are written in bulk by the DynamoDB tooling, each deletion shown as the daemon
+//! reports it ([`DeletionLog`]), the lag percentiles the daemon's own.
 
 use crate::args::{DemoArgs, Global};
 use crate::wiring::Outcome;
 use anyhow::Context;
 use aws_sdk_dynamodb::types::AttributeValue;
-use precise_ttl_bench_driver::deletions::percentile;
-use precise_ttl_bench_driver::{DeletionLog, put_all};
-use precise_ttl_core::{Expiry, TtlLayout};
+use precise_ttl_core::{Expiry, Timestamp, TtlLayout};
+use precise_ttl_dynamodb::bulk::put_all;
 use precise_ttl_dynamodb::item::writer_values;
 use precise_ttl_dynamodb::{
-    CreateTable, Dynamo, DynamoDbLocal, DynamoStore, KeyAttribute, KeyType, SetupOptions, setup,
+    CreateTable, Dynamo, DynamoDbLocal, DynamoStore, ItemKey, KeyAttribute, KeyType, SetupOptions,
+    setup,
 };
-use precise_ttl_engine::{Clock, Daemon, DaemonConfig, SystemClock};
+use precise_ttl_engine::{Clock, Daemon, DaemonConfig, Observer, SystemClock};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Items that must still be there at the end, and why.
@@ -224,20 +225,17 @@ pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
         .await?
         .context("extending the TTL of item \"extended\"")?;
 
-    let lags = deletions.sorted_lags();
-    let pct = |p: f64| percentile(&lags, p);
+    let deleted = deletions.len();
+    let lag = report.lag.unwrap_or_default();
     println!();
-    println!(
-        "deleted {} of {n} expired items; skipped {skipped} changed",
-        lags.len()
-    );
+    println!("deleted {deleted} of {n} expired items; skipped {skipped} changed");
     println!(
         "lag from TTL to delete acknowledged (index read every {} ms, deletes scheduled at the expiry instant): p50 {} ms, p90 {} ms, p99 {} ms, max {} ms",
         args.interval.as_millis(),
-        pct(0.5),
-        pct(0.9),
-        pct(0.99),
-        lags.last().copied().unwrap_or(0)
+        lag.p50_ms,
+        lag.p90_ms,
+        lag.p99_ms,
+        lag.max_ms
     );
     let mut all_kept = true;
     for (key, why) in SURVIVORS {
@@ -266,7 +264,7 @@ pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
             .await
             .ok();
     }
-    if lags.len() as u64 != n || !all_kept {
+    if deleted as u64 != n || !all_kept {
         anyhow::bail!("the demo did not end as expected (see above)");
     }
     Ok(Outcome::Success)
@@ -283,4 +281,40 @@ fn item(layout: &TtlLayout, pk: &str, ttl: Option<String>) -> HashMap<String, At
         item.insert(layout.ttl_attribute.clone(), AttributeValue::N(ttl));
     }
     item
+}
+
+/// One deletion the daemon reported: the item's partition key as text and the lag from its TTL.
+#[derive(Debug, Clone)]
+struct Deletion {
+    key: String,
+    lag_ms: i64,
+}
+
+/// Every deletion the daemon reports, in order, for the demo's view of them as they happen.
+#[derive(Debug, Default)]
+struct DeletionLog(Mutex<Vec<Deletion>>);
+
+impl Observer<ItemKey> for DeletionLog {
+    fn deleted(&self, key: &ItemKey, expiry: Expiry, at: Timestamp) {
+        let deletion = Deletion {
+            key: key.partition_text().trim_matches('"').to_string(),
+            lag_ms: at.millis_since(expiry.at()),
+        };
+        self.entries().push(deletion);
+    }
+}
+
+impl DeletionLog {
+    fn entries(&self) -> std::sync::MutexGuard<'_, Vec<Deletion>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn len(&self) -> usize {
+        self.entries().len()
+    }
+
+    /// The deletions from position `from` on.
+    fn since(&self, from: usize) -> Vec<Deletion> {
+        self.entries().get(from..).unwrap_or_default().to_vec()
+    }
 }

@@ -7,6 +7,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod archive_cmd;
 mod args;
 mod backfill_cmd;
+#[cfg(feature = "bench")]
 mod bench;
 mod config;
 mod demo;
@@ -117,6 +118,7 @@ async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Backfill(args) => backfill_cmd::run(&cli.global, args).await,
         Command::Doctor(args) => doctor_cmd::run(&cli.global, args).await,
         Command::Demo(args) => demo::run(&cli.global, args).await,
+        #[cfg(feature = "bench")]
         Command::Bench(args) => bench::run(&cli.global, args).await,
         Command::Health(args) => health_cmd::run(args).await,
     }

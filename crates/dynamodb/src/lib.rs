@@ -7,6 +7,7 @@
 pub mod archive_stream;
 pub mod backfill;
 pub mod blog;
+pub mod bulk;
 pub mod capture;
 pub mod checkpoint;
 pub mod connect;

@@ -291,6 +291,7 @@ async fn a_config_file_sets_what_flags_do_not() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+#[cfg(feature = "bench")]
 #[test]
 fn bench_runs_end_to_end_on_a_small_load_with_batch_deletes() {
     let out = std::env::temp_dir().join(format!("precise-ttl-bench-{}", fastrand::u64(..)));
@@ -314,6 +315,7 @@ fn bench_runs_end_to_end_on_a_small_load_with_batch_deletes() {
     std::fs::remove_dir_all(&out).ok();
 }
 
+#[cfg(feature = "bench")]
 /// A 300-item bench into `out/<name>.*` that must delete all 300 and nothing wrong.
 fn small_bench(out: &std::path::Path, name: &str, extra: &[&str]) {
     precise_ttl()
@@ -328,6 +330,7 @@ fn small_bench(out: &std::path::Path, name: &str, extra: &[&str]) {
         .stdout(predicate::str::contains("| wrong deletions | 0 |"));
 }
 
+#[cfg(feature = "bench")]
 #[test]
 fn bench_with_other_attribute_names_deletes_everything() {
     let out = std::env::temp_dir().join(format!("precise-ttl-bench-{}", fastrand::u64(..)));

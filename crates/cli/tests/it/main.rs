@@ -12,6 +12,8 @@ mod chaos;
 mod cli;
 mod cli_reference;
 mod clock;
+// `bench --kill-every`: needs the `bench` feature.
+#[cfg(feature = "bench")]
 mod crash_loop;
 mod credentials;
 mod daemon;

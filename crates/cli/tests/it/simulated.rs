@@ -6,6 +6,7 @@ use precise_ttl_sim::{Item, KeySpec, ScalarType, SimConfig, Simulator, TableSpec
 
 /// `bench --simulated` with integer TTLs: nothing wrong or left, and the report carries the
 /// physical bound and our ratio to it.
+#[cfg(feature = "bench")]
 #[test]
 fn a_simulated_bench_reports_the_physical_bound() {
     // It loads both cores: never beside the tests whose timing DynamoDB Local must keep.

@@ -394,11 +394,17 @@ pub fn artifact(name: &str, test: &str, figures: serde_json::Value) {
         d => d.to_path_buf(),
     };
     let shown = std::env::var("PRECISE_TTL_ARTIFACT_DIR").unwrap_or_default();
+    // The bench's tests (`crash_loop`) are in the test binary only with the `bench` feature.
+    let features = if cfg!(feature = "bench") {
+        " --features bench"
+    } else {
+        ""
+    };
     let json = serde_json::json!({
         "name": name,
         "revision": precise_ttl_bench_driver::Revision::of_checkout(checkout),
         "command": format!(
-            "PRECISE_TTL_ARTIFACT_DIR={shown} cargo test -p precise-ttl-cli --test it -- {test} --exact"
+            "PRECISE_TTL_ARTIFACT_DIR={shown} cargo test -p precise-ttl-cli{features} --test it -- {test} --exact"
         ),
         "daemon_build": if cfg!(debug_assertions) { "debug" } else { "release" },
         "figures": figures,

@@ -1,0 +1,81 @@
+//! Writing many items at once with BatchWriteItem: the demo's items and the test bench's loads.
+//! Tooling, not the sweeper: nothing here is on the delete path.
+
+use crate::connect::Dynamo;
+use crate::error::AdapterError;
+use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use precise_ttl_core::ErrorClass;
+use std::collections::HashMap;
+
+/// One item as BatchWriteItem takes it.
+pub type Item = HashMap<String, AttributeValue>;
+
+/// BatchWriteItem's limit of requests per call.
+const PER_CALL: usize = 25;
+
+/// Calls in flight: enough to keep a local store busy without queueing behind the SDK's pool.
+const IN_FLIGHT: usize = 4;
+
+/// Writes `items` with BatchWriteItem, four requests of 25 in flight, until none is left
+/// unprocessed. `written` is told how many each finished request wrote.
+pub async fn put_all(
+    dynamo: &Dynamo,
+    table: &str,
+    items: Vec<Item>,
+    mut written: impl FnMut(u64),
+) -> Result<(), AdapterError> {
+    let mut chunks = items
+        .chunks(PER_CALL)
+        .map(|c| c.to_vec())
+        .collect::<Vec<_>>()
+        .into_iter();
+    let mut tasks = tokio::task::JoinSet::new();
+    loop {
+        while tasks.len() < IN_FLIGHT {
+            let Some(chunk) = chunks.next() else { break };
+            let dynamo = dynamo.clone();
+            let table = table.to_string();
+            tasks.spawn(async move { write_chunk(&dynamo, &table, chunk).await });
+        }
+        match tasks.join_next().await {
+            Some(done) => written(done.map_err(|e| failed(e.to_string()))??),
+            None => return Ok(()),
+        }
+    }
+}
+
+async fn write_chunk(dynamo: &Dynamo, table: &str, chunk: Vec<Item>) -> Result<u64, AdapterError> {
+    let n = chunk.len() as u64;
+    let mut requests = Vec::with_capacity(chunk.len());
+    for item in chunk {
+        let put = PutRequest::builder()
+            .set_item(Some(item))
+            .build()
+            .map_err(|e| failed(e.to_string()))?;
+        requests.push(WriteRequest::builder().put_request(put).build());
+    }
+    while !requests.is_empty() {
+        let out = dynamo
+            .write
+            .batch_write_item()
+            .request_items(table, requests)
+            .send()
+            .await
+            .map_err(|e| {
+                AdapterError::from_sdk("BatchWriteItem", &dynamo.describe_endpoint(), e)
+            })?;
+        requests = out
+            .unprocessed_items
+            .and_then(|mut u| u.remove(table))
+            .unwrap_or_default();
+    }
+    Ok(n)
+}
+
+fn failed(message: String) -> AdapterError {
+    AdapterError::Call {
+        operation: "BatchWriteItem",
+        class: ErrorClass::Fatal,
+        message,
+    }
+}
