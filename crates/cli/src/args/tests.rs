@@ -159,14 +159,6 @@ const DIFFERENT_MEANING: &[(&str, &str)] = &[
         "metrics-addr",
         "the same address: `run` serves on it, `health` asks it, each help says which",
     ),
-    (
-        "delete-mode",
-        "`bench`'s default is `batch` in args/bench.rs (another change's file): to become `auto`",
-    ),
-    (
-        "timeout",
-        "`health`'s wait for an answer and `bench`'s wait for a backlog to clear: each its command's own",
-    ),
     ("items", "`demo`'s show and `bench`'s load"),
     ("spread", "`demo`'s show and `bench`'s load"),
 ];
