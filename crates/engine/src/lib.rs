@@ -21,6 +21,7 @@ pub mod lease_memory;
 #[cfg(feature = "test-util")]
 pub mod memory;
 pub mod metrics;
+pub mod metrics_page;
 pub mod observe;
 pub mod partition;
 #[cfg(feature = "test-util")]
