@@ -1,0 +1,135 @@
+//! The analysis of a run against hand-made event logs: lag statistics, thin runs, ramps and
+//! the application's writes.
+
+mod lag_and_histogram {
+    use super::super::*;
+
+    #[test]
+    fn nice_widths() {
+        assert_eq!(nice_width(0), 1);
+        assert_eq!(nice_width(1), 1);
+        assert_eq!(nice_width(3), 5);
+        assert_eq!(nice_width(6), 10);
+        assert_eq!(nice_width(11), 20);
+        assert_eq!(nice_width(201), 500);
+    }
+
+    #[test]
+    fn buckets_cover_every_lag_once() {
+        let lags: Vec<u64> = (0..=1000).chain([50_000]).collect();
+        let buckets = histogram_buckets(&lags, 1000, 50_000);
+        let total: u64 = buckets.iter().map(|b| b.count).sum();
+        assert_eq!(total, lags.len() as u64);
+        let last = buckets.last().unwrap();
+        assert!(last.overflow);
+        assert_eq!((last.lo_ms, last.hi_ms, last.count), (1050, 50_000, 1));
+        assert!(buckets.len() <= HIST_BUCKETS as usize + 2);
+    }
+}
+
+mod thin_tests {
+    use super::super::*;
+
+    #[test]
+    fn a_million_points_are_thinned_to_a_sample_that_keeps_the_tail() {
+        let points: Vec<LagPoint> = (0..1_000_000)
+            .map(|i| LagPoint {
+                t_s: i as f64 / 1000.0,
+                lag_ms: if i == 777_777 { 9_999 } else { i % 100 },
+            })
+            .collect();
+        let kept = thin(points);
+        assert!(kept.len() <= LAG_POINTS_KEPT, "{}", kept.len());
+        assert!(kept.len() > LAG_POINTS_KEPT / 2, "{}", kept.len());
+        assert!(
+            kept.iter().any(|p| p.lag_ms == 9_999),
+            "the worst point is kept"
+        );
+        assert!(
+            kept.windows(2).all(|w| w[0].t_s <= w[1].t_s),
+            "still in time order"
+        );
+    }
+}
+
+mod ramp_tests {
+    use super::super::*;
+
+    #[test]
+    fn the_first_fifteen_seconds_are_weighed_against_the_rest() {
+        // TTLs over 60 s; the first 15 s lag 300 ms, the rest 100 ms.
+        let by_ttl: Vec<(i64, u64)> = (0..6000)
+            .map(|i| {
+                let ttl = 1_000_000 + i * 10;
+                (ttl, if i < 1500 { 300 } else { 100 })
+            })
+            .collect();
+        let r = ramp(&by_ttl).unwrap();
+        assert_eq!((r.first_count, r.rest_count), (1500, 4500));
+        assert_eq!((r.first_p99_ms, r.rest_p99_ms), (300, 100));
+        assert_eq!(r.ratio_p99, Some(3.0));
+        assert!(ramp(&[]).is_none());
+    }
+}
+
+mod app_write_tests {
+    use super::super::*;
+    use crate::{AppWrite, Planted, Removal};
+
+    #[test]
+    fn the_benchs_own_writes_raise_the_bound_and_the_report_says_so() {
+        // 1 000 items due in one second on a 1 000/s store; the bench writes 500 more in it.
+        let planted: Vec<Planted> = (0..1000)
+            .map(|i| Planted {
+                key: format!("k{i}"),
+                expect: Expectation::Expire { ttl_ms: 10_000 + i },
+                shard: None,
+                table_partition: None,
+            })
+            .collect();
+        let removals = planted
+            .iter()
+            .map(|p| Removal {
+                key: p.key.clone(),
+                seen_ms: 12_000,
+            })
+            .collect();
+        let inputs = Inputs {
+            planted,
+            removals,
+            run_started_ms: 0,
+            run_ended_ms: 20_000,
+            capacity: Some(crate::StoreCapacity {
+                per_second: 1000.0,
+                burst_items: 0.0,
+                floor_ms: 0.0,
+                source: "test".into(),
+                partition: None,
+            }),
+            ..Inputs::default()
+        };
+        let without = analyze(&inputs).bound.unwrap();
+        assert_eq!(without.app_writes, 0);
+        let with_writes = Inputs {
+            app_writes: (0..500)
+                .map(|i| AppWrite {
+                    at_ms: 10_000 + 2 * i,
+                    partitions: [None; 2],
+                    units: [1, 2],
+                })
+                .collect(),
+            ..inputs
+        };
+        let report = analyze(&with_writes);
+        let with = report.bound.clone().unwrap();
+        assert_eq!(with.app_writes, 500);
+        assert!(with.max_ms > without.max_ms + 400.0, "{with:?} {without:?}");
+        assert!(
+            report.to_markdown().contains(
+                "including 500 writes by others during the run (the bench's TTL extensions)"
+            ),
+            "{}",
+            report.to_markdown()
+        );
+    }
+}
