@@ -1,5 +1,5 @@
-//! Writing many items at once with BatchWriteItem: the demo's items and the test bench's loads.
-//! Tooling, not the sweeper: nothing here is on the delete path.
+//! Writing many items at once with BatchWriteItem: the demo's items, the test bench's loads and
+//! the expiry queue's entries. Nothing here is on the delete path.
 
 use crate::connect::Dynamo;
 use crate::error::AdapterError;
@@ -12,6 +12,10 @@ pub type Item = HashMap<String, AttributeValue>;
 
 /// BatchWriteItem's limit of requests per call.
 const PER_CALL: usize = 25;
+
+/// The first pause before unprocessed requests go again, and the longest.
+const UNPROCESSED_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
+const UNPROCESSED_PAUSE_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Calls in flight: enough to keep a local store busy without queueing behind the SDK's pool.
 const IN_FLIGHT: usize = 4;
@@ -54,7 +58,8 @@ async fn write_chunk(dynamo: &Dynamo, table: &str, chunk: Vec<Item>) -> Result<u
             .map_err(|e| failed(e.to_string()))?;
         requests.push(WriteRequest::builder().put_request(put).build());
     }
-    while !requests.is_empty() {
+    let mut pause = UNPROCESSED_PAUSE;
+    loop {
         let out = dynamo
             .write
             .batch_write_item()
@@ -68,8 +73,14 @@ async fn write_chunk(dynamo: &Dynamo, table: &str, chunk: Vec<Item>) -> Result<u
             .unprocessed_items
             .and_then(|mut u| u.remove(table))
             .unwrap_or_default();
+        if requests.is_empty() {
+            return Ok(n);
+        }
+        // What the table left unprocessed goes again after a growing pause, as AWS advises for
+        // BatchWriteItem.
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(UNPROCESSED_PAUSE_MAX);
     }
-    Ok(n)
 }
 
 fn failed(message: String) -> AdapterError {

@@ -11,11 +11,11 @@
 use super::{QueueTable, entry_item};
 use crate::archive_stream::convert::convert;
 use crate::connect::Dynamo;
-use crate::error::{AdapterError, store_error};
+use crate::error::AdapterError;
 use crate::item::{ItemKey, ttl_value};
 use crate::stream_tail::{PageConsumer, StreamTail};
 use crate::table::TableShape;
-use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, StreamViewType, WriteRequest};
+use aws_sdk_dynamodb::types::StreamViewType;
 use aws_sdk_dynamodbstreams::types::{AttributeValue as StreamValue, OperationType, Record};
 use precise_ttl_core::queue::{Indexing, SkipReason, decide};
 use precise_ttl_core::{ErrorClass, ShardCount};
@@ -25,11 +25,6 @@ use std::future::Future;
 use std::time::Duration;
 
 pub const DEFAULT_INDEXER_CHECKPOINT_TABLE: &str = "precise-ttl-queue-checkpoints";
-
-/// The most requests one BatchWriteItem takes.
-const MAX_BATCH_WRITE: usize = 25;
-/// Tries of a batch's unprocessed puts before the page fails (and is read again).
-const PUT_TRIES: u32 = 8;
 
 #[derive(Debug, Clone)]
 pub struct IndexerOptions {
@@ -167,7 +162,7 @@ impl PageConsumer for EntryWriter {
             }
         }
         let written = puts.len() as u64;
-        self.put_all(puts).await?;
+        crate::bulk::put_all(&self.dynamo, self.queue.name(), puts, |_| {}).await?;
         self.report.entries += written;
         Ok(())
     }
@@ -182,63 +177,6 @@ impl EntryWriter {
             .map(|name| keys.get(name).map(|v| (name.clone(), convert(v))))
             .collect();
         Some(ItemKey::new(attributes?))
-    }
-
-    /// Writes every entry, retrying what a batch leaves unprocessed; fails (so the page is read
-    /// again) rather than leave one out.
-    async fn put_all(
-        &self,
-        items: Vec<HashMap<String, AttributeValue>>,
-    ) -> Result<(), AdapterError> {
-        for chunk in items.chunks(MAX_BATCH_WRITE) {
-            let mut requests: Vec<WriteRequest> = chunk
-                .iter()
-                .map(|item| {
-                    let put = PutRequest::builder()
-                        .set_item(Some(item.clone()))
-                        .build()
-                        .expect("the item is set");
-                    WriteRequest::builder().put_request(put).build()
-                })
-                .collect();
-            let mut tries = 0;
-            while !requests.is_empty() {
-                tries += 1;
-                if tries > PUT_TRIES {
-                    return Err(AdapterError::Call {
-                        operation: "BatchWriteItem",
-                        class: ErrorClass::Transient,
-                        message: format!(
-                            "{} queue entries still unprocessed after {PUT_TRIES} tries",
-                            requests.len()
-                        ),
-                    });
-                }
-                if tries > 1 {
-                    tokio::time::sleep(Duration::from_millis(50 << (tries - 2).min(5))).await;
-                }
-                let out = self
-                    .dynamo
-                    .write
-                    .batch_write_item()
-                    .request_items(self.queue.name(), requests.clone())
-                    .send()
-                    .await
-                    .map_err(|e| {
-                        let e = store_error("BatchWriteItem", e);
-                        AdapterError::Call {
-                            operation: "BatchWriteItem",
-                            class: e.class,
-                            message: e.message,
-                        }
-                    })?;
-                requests = out
-                    .unprocessed_items
-                    .and_then(|mut u| u.remove(self.queue.name()))
-                    .unwrap_or_default();
-            }
-        }
-        Ok(())
     }
 }
 
