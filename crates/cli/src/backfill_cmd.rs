@@ -2,7 +2,7 @@
 //! `precise_ttl_dynamodb::backfill`; this file builds it from the flags, draws the progress bar,
 //! prints the summary and picks the exit code.
 
-use crate::args::{BackfillArgs, Global};
+use crate::args::{BackfillArgs, Global, IndexLayout};
 use crate::wiring::Outcome;
 use anyhow::Context;
 use precise_ttl_core::Backoff;
@@ -10,6 +10,8 @@ use precise_ttl_dynamodb::TableScan;
 use precise_ttl_dynamodb::backfill::{
     self, BackfillOptions, BackfillProgress, BackfillTarget, CheckpointFile, Opened,
 };
+use precise_ttl_dynamodb::queue::QueueTable;
+use precise_ttl_dynamodb::queue::backfill::QueueBackfill;
 use precise_ttl_engine::SystemClock;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -27,15 +29,27 @@ pub async fn run(global: &Global, args: &BackfillArgs) -> anyhow::Result<Outcome
     let layout = global.layout()?;
     let table = global.table()?;
     let dynamo = crate::wiring::connect(global).await?;
+    global.refuse_layout("backfill", &[IndexLayout::BlogWindow])?;
+    // The queue layout writes entries in its queue table instead of shards in the items.
+    let queue = match global.index_layout {
+        IndexLayout::StreamQueue => Some(QueueTable::new(dynamo.clone(), &global.queue_table()?)),
+        _ => None,
+    };
     let scan = TableScan::open(dynamo, table, layout.clone()).await?;
-    let path = args
-        .checkpoint
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("precise-ttl-backfill-{table}.json")));
+    let path = args.checkpoint.clone().unwrap_or_else(|| {
+        PathBuf::from(match &queue {
+            Some(_) => format!("precise-ttl-backfill-{table}-queue.json"),
+            None => format!("precise-ttl-backfill-{table}.json"),
+        })
+    });
     let target = BackfillTarget {
         table: table.to_string(),
         ttl_attribute: layout.ttl_attribute.clone(),
-        shard_attribute: layout.shard_attribute.clone(),
+        // A checkpoint names what it wrote: a queue's never resumes a shard backfill.
+        shard_attribute: match &queue {
+            Some(q) => format!("queue table {}", q.name()),
+            None => layout.shard_attribute.clone(),
+        },
         shards: layout.shards.get(),
         segments: args.scan.segments,
     };
@@ -71,15 +85,18 @@ pub async fn run(global: &Global, args: &BackfillArgs) -> anyhow::Result<Outcome
     };
     let bar = Arc::new(Bar(progress));
     let started = Instant::now();
-    let result = backfill::run(
-        scan,
-        SystemClock,
-        checkpoint,
-        options,
-        bar.clone(),
-        crate::wiring::signal(),
-    )
-    .await;
+    let stop = crate::wiring::signal();
+    let result = match queue {
+        Some(queue) => {
+            let target = QueueBackfill::new(scan, queue, layout.shards);
+            backfill::run(target, SystemClock, checkpoint, options, bar.clone(), stop).await
+        }
+        None => backfill::run(scan, SystemClock, checkpoint, options, bar.clone(), stop).await,
+    };
+    let written = match global.index_layout {
+        IndexLayout::StreamQueue => "queue entries written",
+        _ => "shard added to",
+    };
     bar.0.finish_and_clear();
     let r = result?;
     let complete = r.complete;
@@ -102,7 +119,7 @@ pub async fn run(global: &Global, args: &BackfillArgs) -> anyhow::Result<Outcome
         );
     } else {
         println!(
-            "backfill of {table:?} {} in {secs:.1} s: scanned {}, shard added to {}, changed meanwhile (left alone) {}, TTL not a Number (left alone) {}, errors {}",
+            "backfill of {table:?} {} in {secs:.1} s: scanned {}, {written} {}, changed meanwhile (left alone) {}, TTL not a Number (left alone) {}, errors {}",
             if complete { "complete" } else { "stopped" },
             r.scanned,
             r.shard_added,

@@ -1,10 +1,12 @@
 //! `precise-ttl doctor`: reads the table (all of it, or a random sample) and reports everything
 //! that keeps items from being deleted on time, with what to do about it.
 
-use crate::args::{DoctorArgs, Global};
+use crate::args::{DoctorArgs, Global, IndexLayout};
 use crate::wiring::Outcome;
 use aws_sdk_dynamodb::types::AttributeValue;
 use precise_ttl_core::diagnose::{Inspected, ShardValue, Tally};
+use precise_ttl_dynamodb::queue::QueueTable;
+use precise_ttl_dynamodb::queue::inspect::parts;
 
 use precise_ttl_dynamodb::item::{ttl_value, type_name};
 use precise_ttl_dynamodb::setup::capacity::{self, DueCount, IndexCapacity, WriteNeed};
@@ -39,18 +41,42 @@ pub async fn run(global: &Global, args: &DoctorArgs) -> anyhow::Result<Outcome> 
     let layout = global.layout()?;
     let table = global.table()?;
     let dynamo = crate::wiring::connect(global).await?;
+    global.refuse_layout("doctor", &[IndexLayout::BlogWindow])?;
+    let queue = match global.index_layout {
+        IndexLayout::StreamQueue => Some(global.queue_table()?),
+        _ => None,
+    };
+    let queue_check = match &queue {
+        Some(q) => Some(queue_doctor(&dynamo, table, q, &layout, args).await?),
+        None => None,
+    };
     let scan = TableScan::open(dynamo, table, layout.clone()).await?;
     let mut findings = Vec::new();
 
-    // The table: index and native TTL.
-    match scan.shape().expiry_index(&layout) {
-        Ok(Some(i)) if i.status != "ACTIVE" => findings.push(Finding {
-            kind: "index_not_active",
-            count: 1,
-            examples: vec![],
-            message: format!("the expiry index {:?} is {}: DynamoDB is still building it", layout.index_name, i.status),
+    // The table: index (or queue) and native TTL.
+    let index = match &queue_check {
+        Some((problems, _)) => {
+            findings.extend(problems.iter().cloned());
+            Ok(Some(()))
+        }
+        None => scan.shape().expiry_index(&layout).map(|i| {
+            i.map(|i| {
+                if i.status != "ACTIVE" {
+                    findings.push(Finding {
+                        kind: "index_not_active",
+                        count: 1,
+                        examples: vec![],
+                        message: format!(
+                            "the expiry index {:?} is {}: DynamoDB is still building it",
+                            layout.index_name, i.status
+                        ),
+                    });
+                }
+            })
         }),
-        Ok(Some(_)) => {}
+    };
+    match index {
+        Ok(Some(())) => {}
         Ok(None) => findings.push(Finding {
             kind: "index_missing",
             count: 1,
@@ -136,6 +162,10 @@ pub async fn run(global: &Global, args: &DoctorArgs) -> anyhow::Result<Outcome> 
         None => String::new(),
     };
     for (kind, (count, examples)) in std::mem::take(&mut tally.counts) {
+        // The queue layout reads no shard attribute: writers set only the TTL.
+        if queue.is_some() && SHARD_FINDINGS.contains(&kind) {
+            continue;
+        }
         let message = match kind {
             "ttl_not_a_number" => format!(
                 "{count} items have a TTL that is not a Number ({}): neither native TTL nor precise-ttl will ever delete them. Rewrite them as epoch seconds; note that once the expiry index exists DynamoDB rejects writes of a non-Number {:?}, so writers still sending one fail loudly",
@@ -253,6 +283,7 @@ pub async fn run(global: &Global, args: &DoctorArgs) -> anyhow::Result<Outcome> 
                 "with_ttl": tally.with_ttl,
                 "sample": args.sample.is_some(),
                 "native_ttl": { "status": status, "attribute": native_attribute },
+                "queue": queue_check.as_ref().map(|(_, note)| note),
                 "findings": findings,
                 "sizing": advice.map(|a| serde_json::json!({
                     "expiries_per_second_next_minute": a.expiries_per_s,
@@ -294,6 +325,9 @@ pub async fn run(global: &Global, args: &DoctorArgs) -> anyhow::Result<Outcome> 
         if let Some(note) = &capped_note {
             println!("  note: {note}");
         }
+        if let Some((_, note)) = &queue_check {
+            println!("  {note}");
+        }
         for f in &findings {
             println!("  ✗ {}", f.message);
             if !f.examples.is_empty() {
@@ -306,6 +340,57 @@ pub async fn run(global: &Global, args: &DoctorArgs) -> anyhow::Result<Outcome> 
     } else {
         Outcome::Findings
     })
+}
+
+/// Findings that speak of the shard attribute, which the queue layout does not use.
+const SHARD_FINDINGS: [&str; 3] = ["ttl_without_shard", "shard_out_of_range", "shard_invalid"];
+
+/// Entries read to check them against their items.
+const QUEUE_SAMPLE: u32 = 1000;
+
+/// The expiry queue's problems (the stream, the queue table) and one line on the indexer and a
+/// sample of entries checked against their items.
+async fn queue_doctor(
+    dynamo: &precise_ttl_dynamodb::Dynamo,
+    table: &str,
+    queue: &str,
+    layout: &precise_ttl_core::TtlLayout,
+    args: &DoctorArgs,
+) -> anyhow::Result<(Vec<Finding>, String)> {
+    let checkpoints = &args.indexer.indexer_checkpoint_table;
+    let parts = parts(dynamo, table, queue, checkpoints).await?;
+    let problems = parts
+        .problems(table, queue)
+        .into_iter()
+        .map(|(kind, message)| Finding {
+            kind,
+            count: 1,
+            examples: vec![],
+            message,
+        })
+        .collect();
+    let mut note = parts.describe(dynamo.store_clock.now().as_secs_f64());
+    if parts.queue_present {
+        let key_names = precise_ttl_dynamodb::TableShape::require(dynamo, table)
+            .await?
+            .key_names();
+        let q = QueueTable::new(dynamo.clone(), queue);
+        let s = q
+            .sample(table, &layout.ttl_attribute, &key_names, QUEUE_SAMPLE)
+            .await?;
+        note += &format!(
+            "; of {} queue entries read, {} have their item with that TTL, {} an item gone and {} an item whose TTL changed (harmless: the sweeper removes them without touching the item){}",
+            s.entries,
+            s.live,
+            s.item_gone,
+            s.ttl_changed,
+            match s.unread {
+                0 => String::new(),
+                n => format!(", {n} not read"),
+            }
+        );
+    }
+    Ok((problems, note))
 }
 
 /// The one line for an index whose provisioned writes fall short of the measured need, with

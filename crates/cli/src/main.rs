@@ -15,6 +15,7 @@ mod doctor_cmd;
 mod health_cmd;
 mod hints;
 mod http_get;
+mod indexer;
 mod run_cmd;
 mod serve;
 mod setup_cmd;

@@ -3,6 +3,7 @@
 use crate::args::{Global, IndexLayout, RunArgs, UsageError};
 use crate::wiring::Outcome;
 use anyhow::Context;
+use precise_ttl_dynamodb::queue::QueueStore;
 use precise_ttl_dynamodb::{AdapterError, BlogWindows, Dynamo, DynamoStore, LeaseTable};
 use precise_ttl_engine::lease::{LeaseConfig, Leases};
 use precise_ttl_engine::{
@@ -22,8 +23,8 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
     let layout = global.layout()?;
     let table = global.table()?;
     let settings = args.daemon_settings()?;
-    let blog_options = match args.blog.index_layout {
-        IndexLayout::Sharded => None,
+    let blog_options = match global.index_layout {
+        IndexLayout::Sharded | IndexLayout::StreamQueue => None,
         IndexLayout::BlogWindow => Some(args.blog.options().map_err(UsageError::of)?),
     };
     if blog_options.is_some() && args.archive.archive.is_some() {
@@ -64,6 +65,64 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
         Ok(Outcome::Success)
     };
     let report = match blog_options {
+        None if global.index_layout == IndexLayout::StreamQueue => {
+            let queue = global.queue_table()?;
+            let opened = crate::wiring::until_reachable_by(deadline, || async {
+                let store = QueueStore::open(dynamo.clone(), table, &queue, layout.clone()).await?;
+                let leases = fleet(&dynamo, args, table, &queue, &layout.shards, &handle).await?;
+                let indexer = match args.indexer.no_indexer {
+                    true => None,
+                    false => {
+                        Some(crate::indexer::open(&dynamo, table, &layout, args, &queue).await?)
+                    }
+                };
+                Ok((store, leases, indexer))
+            })
+            .await?;
+            let Some((store, leases, indexer)) = opened else {
+                return stopped_early();
+            };
+            let what = format!(
+                "table {table:?}, queue {queue:?} of {} shards",
+                layout.shards
+            );
+            let store = store.map_items(|items| {
+                let items = items.with_delete_mode(mode);
+                match &sink {
+                    Some(sink) => items.with_archive(sink.clone()),
+                    None => items,
+                }
+            });
+            let config = daemon_config(&settings, store.write_capacity());
+            let shards: SharedPartitioning<_> = Arc::new(layout.shards);
+            let daemon = Daemon::new(Arc::new(store), dynamo.store_clock.clone(), shards, config)
+                .with_handle(handle.clone());
+            let mut indexing = indexer.map(crate::indexer::Running::start);
+            let failed = indexing.as_mut().and_then(|i| i.failed.take());
+            let report = serve_and_run(
+                daemon,
+                args,
+                &what,
+                &where_metrics,
+                leases,
+                deadline,
+                failed,
+            )
+            .await;
+            let indexed = match indexing {
+                Some(running) => Some(running.stop().await),
+                None => None,
+            };
+            let report = report?;
+            if let Some(indexed) = indexed {
+                let indexed = indexed?;
+                println!(
+                    "indexer: entries written {}, changes leaving the TTL as it was {}, without a TTL that can come due {}",
+                    indexed.entries, indexed.unchanged, indexed.no_ttl
+                );
+            }
+            report
+        }
         None => {
             let opened = crate::wiring::until_reachable_by(deadline, || async {
                 let store = DynamoStore::open(dynamo.clone(), table, layout.clone()).await?;
@@ -82,7 +141,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
             let Some((store, leases)) = opened else {
                 return stopped_early();
             };
-            let what = format!("{} shards", layout.shards);
+            let what = format!("table {table:?}, {} shards", layout.shards);
             let shards: SharedPartitioning<_> = Arc::new(layout.shards);
             let mut store = store.with_delete_mode(mode);
             if let Some(sink) = &sink {
@@ -92,7 +151,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
             let store = Arc::new(store);
             let daemon = Daemon::new(store, dynamo.store_clock.clone(), shards, config)
                 .with_handle(handle.clone());
-            serve_and_run(daemon, args, table, &what, &where_metrics, leases, deadline).await?
+            serve_and_run(daemon, args, &what, &where_metrics, leases, deadline, None).await?
         }
         Some(options) => {
             let opened = crate::wiring::until_reachable_by(deadline, || async {
@@ -123,7 +182,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
                 return stopped_early();
             };
             let what = format!(
-                "blog window index {:?} on {:?} from window {}",
+                "table {table:?}, blog window index {:?} on {:?} from window {}",
                 layout.index_name,
                 options.window_attribute,
                 blog.first_window()
@@ -150,7 +209,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
                 }
             });
             let report =
-                serve_and_run(daemon, args, table, &what, &where_metrics, leases, deadline).await;
+                serve_and_run(daemon, args, &what, &where_metrics, leases, deadline, None).await;
             saver.abort();
             let report = report?;
             blog.save_watermark(&handle)
@@ -209,6 +268,19 @@ async fn fleet<P: Partitioning + ?Sized>(
     }
     let lease_table =
         LeaseTable::open(dynamo.clone(), &args.fleet.table.lease_table, table, index).await?;
+    let (config, this) = lease_config(args);
+    let leases = lease_table.worker_leases(partitioning, config);
+    let leases = match this {
+        Some(this) => leases.with_owner_check(Arc::new(this)),
+        None => leases,
+    };
+    Ok(Some(Arc::new(leases.with_handle(handle.clone()))))
+}
+
+/// This worker's lease settings, and the process check that proves a predecessor dead.
+pub(crate) fn lease_config(
+    args: &RunArgs,
+) -> (LeaseConfig, Option<precise_ttl_engine::host::ThisProcess>) {
     let host = nix::unistd::gethostname()
         .ok()
         .and_then(|h| h.into_string().ok())
@@ -222,13 +294,7 @@ async fn fleet<P: Partitioning + ?Sized>(
         (None, Some(this)) => this.identity().to_string(),
         (None, None) => format!("{host}-{}", std::process::id()),
     };
-    let config = LeaseConfig::new(worker, args.fleet.lease_duration);
-    let leases = lease_table.worker_leases(partitioning, config);
-    let leases = match this {
-        Some(this) => leases.with_owner_check(Arc::new(this)),
-        None => leases,
-    };
-    Ok(Some(Arc::new(leases.with_handle(handle.clone()))))
+    (LeaseConfig::new(worker, args.fleet.lease_duration), this)
 }
 
 /// Prints the start line and runs until a signal, `--for`, or a fatal error; with leases,
@@ -236,19 +302,26 @@ async fn fleet<P: Partitioning + ?Sized>(
 async fn serve_and_run<S: ExpiryStore, C: Clock>(
     daemon: Daemon<S, C>,
     args: &RunArgs,
-    table: &str,
     what: &str,
     where_metrics: &str,
     leases: Fleet,
     deadline: Option<tokio::time::Instant>,
+    failed: Option<tokio::sync::oneshot::Receiver<()>>,
 ) -> anyhow::Result<DaemonReport> {
     println!(
-        "precise-ttl run: table {table:?}, {what}, poll every {:?}, read ahead {:?}{where_metrics}",
+        "precise-ttl run: {what}, poll every {:?}, read ahead {:?}{where_metrics}",
         args.poll_interval, args.horizon
     );
     let shutdown = async move {
         tokio::select! {
             _ = crate::wiring::signal() => {}
+            // A part running beside the daemon (the indexer) stopped for good.
+            Some(Ok(())) = async {
+                match failed {
+                    Some(failed) => Some(failed.await),
+                    None => std::future::pending().await,
+                }
+            } => {}
             _ = async {
                 match deadline {
                     Some(at) => tokio::time::sleep_until(at).await,

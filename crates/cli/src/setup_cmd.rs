@@ -1,7 +1,8 @@
 //! `precise-ttl setup`.
 
-use crate::args::{Global, SetupArgs};
+use crate::args::{Global, IndexLayout, SetupArgs, UsageError};
 use crate::wiring::Outcome;
+use precise_ttl_dynamodb::queue::setup::{QueueSetupOptions, setup_queue};
 use precise_ttl_dynamodb::setup::capacity::{
     self, IndexCapacity, IndexPlan, register_scalable_target_command, scalable_resource_id,
 };
@@ -10,6 +11,10 @@ use precise_ttl_dynamodb::{CreateTable, SetupOptions, setup};
 pub async fn run(global: &Global, args: &SetupArgs) -> anyhow::Result<Outcome> {
     let layout = global.layout()?;
     let table = global.table()?;
+    if global.index_layout == IndexLayout::StreamQueue {
+        return queue(global, args).await;
+    }
+    global.refuse_layout("setup", &[IndexLayout::BlogWindow])?;
     let dynamo = crate::wiring::connect(global).await?;
     let options = SetupOptions {
         create_table: match (args.create_table, &args.partition_key) {
@@ -45,6 +50,36 @@ pub async fn run(global: &Global, args: &SetupArgs) -> anyhow::Result<Outcome> {
         );
     } else {
         println!("table {table:?} was already set up: nothing changed.");
+    }
+    Ok(Outcome::Success)
+}
+
+/// Setup for the stream-queue layout: the application table gains nothing but a stream.
+async fn queue(global: &Global, args: &SetupArgs) -> anyhow::Result<Outcome> {
+    if args.create_table || args.index_read_capacity.is_some() {
+        return Err(UsageError(
+            "--create-table and --index-*-capacity are for the sharded layout: the stream-queue layout adds no index, and its queue table is on demand".into(),
+        )
+        .into());
+    }
+    let layout = global.layout()?;
+    let table = global.table()?;
+    let dynamo = crate::wiring::connect(global).await?;
+    let options = QueueSetupOptions {
+        queue_table: global.queue_table()?,
+        native_ttl: !args.no_native_ttl,
+        lease_table: Some(args.leases.lease_table.clone()),
+    };
+    let report = setup_queue(&dynamo, table, &layout, &options).await?;
+    for action in &report.actions {
+        println!("  {action}");
+    }
+    match report.changed() {
+        true => println!(
+            "table {table:?} is ready for precise-ttl (expiry queue {:?}, fed from its stream; its items were not changed). `precise-ttl backfill --index-layout stream-queue` queues the items written before.",
+            options.queue_table
+        ),
+        false => println!("table {table:?} was already set up: nothing changed."),
     }
     Ok(Outcome::Success)
 }

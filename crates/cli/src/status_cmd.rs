@@ -2,10 +2,12 @@
 //! owner when `run` works as a fleet; with `--metrics-url`, each running worker's admission
 //! controllers as its `/metrics` shows them (`worker_metrics`).
 
-use crate::args::{Global, StatusArgs};
+use crate::args::{Global, IndexLayout, StatusArgs};
 use crate::wiring::Outcome;
 use crate::worker_metrics::{self, Admission};
 use precise_ttl_core::Timestamp;
+use precise_ttl_dynamodb::queue::inspect::parts;
+use precise_ttl_dynamodb::queue::{QueueStore, QueueTable};
 use precise_ttl_dynamodb::status::shard_status;
 use precise_ttl_dynamodb::{AdapterError, DynamoStore, LeaseTable, StoredLease, TableShape};
 use precise_ttl_engine::Clock;
@@ -25,35 +27,52 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
             tokio::spawn(async move { worker_metrics::ask(&url).await })
         })
         .collect();
+    global.refuse_layout("status", &[IndexLayout::BlogWindow])?;
+    let queue = match global.index_layout {
+        IndexLayout::StreamQueue => Some(global.queue_table()?),
+        _ => None,
+    };
     let dynamo = crate::wiring::connect(global).await?;
-    // Same checks as the sweeper: a clear error for a missing table or index.
-    DynamoStore::open(dynamo.clone(), table, layout.clone()).await?;
+    // Same checks as the sweeper: a clear error for a missing table, index or queue.
+    let parts = match &queue {
+        Some(q) => {
+            QueueStore::open(dynamo.clone(), table, q, layout.clone()).await?;
+            let checkpoints = &args.indexer.indexer_checkpoint_table;
+            Some(parts(&dynamo, table, q, checkpoints).await?)
+        }
+        None => {
+            DynamoStore::open(dynamo.clone(), table, layout.clone()).await?;
+            None
+        }
+    };
     let shape = TableShape::require(&dynamo, table).await?;
     // Due by the store's clock: this host's, held back by any lead its answers revealed.
     let clock = dynamo.store_clock.clone();
     let now = clock.now();
     let mut shards = Vec::new();
     for shard in layout.shards.all() {
-        shards.push(shard_status(&dynamo, table, &layout, shard, now).await?);
+        shards.push(match &queue {
+            Some(q) => {
+                QueueTable::new(dynamo.clone(), q)
+                    .shard_status(shard, now)
+                    .await?
+            }
+            None => shard_status(&dynamo, table, &layout, shard, now).await?,
+        });
     }
-    let leases: Option<BTreeMap<String, StoredLease>> = match LeaseTable::open(
-        dynamo.clone(),
-        &args.leases.lease_table,
-        table,
-        &layout.index_name,
-    )
-    .await
-    {
-        Ok(t) => Some(
-            t.all()
-                .await?
-                .into_iter()
-                .map(|l| (l.record.key.clone(), l))
-                .collect(),
-        ),
-        Err(AdapterError::LeaseTableMissing { .. }) => None,
-        Err(e) => return Err(e.into()),
-    };
+    let index = queue.as_deref().unwrap_or(&layout.index_name);
+    let leases: Option<BTreeMap<String, StoredLease>> =
+        match LeaseTable::open(dynamo.clone(), &args.leases.lease_table, table, index).await {
+            Ok(t) => Some(
+                t.all()
+                    .await?
+                    .into_iter()
+                    .map(|l| (l.record.key.clone(), l))
+                    .collect(),
+            ),
+            Err(AdapterError::LeaseTableMissing { .. }) => None,
+            Err(e) => return Err(e.into()),
+        };
     let lease_of = |shard: u16| leases.as_ref().and_then(|l| l.get(&shard.to_string()));
     let lease_age = |l: &StoredLease| {
         l.renewed_at_ms
@@ -90,6 +109,14 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
                 "host_lead_seconds": lead,
             },
             "key": shape.describe_key(),
+            "index_layout": global.index_layout.name(),
+            "queue": parts.as_ref().map(|p| serde_json::json!({
+                "table": queue,
+                "stream_view": p.stream_view,
+                "indexer_stream_shards": p.indexer.map(|b| b.shards),
+                "indexer_shards_behind": p.indexer.map(|b| b.behind),
+                "indexer_oldest_unindexed": p.indexer.and_then(|b| b.oldest_unconsumed),
+            })),
             "now": now.as_secs_f64(),
             "due": due,
             "watermark": watermark.as_secs_f64(),
@@ -135,12 +162,18 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
         println!("{}", serde_json::to_string_pretty(&json)?);
         return none_answered(&workers_asked).map(|()| Outcome::Success);
     }
+    let what = match &queue {
+        Some(_) => "expiry queue",
+        None => "index",
+    };
     println!(
-        "table {table:?} ({}), index {:?}, {} shards",
+        "table {table:?} ({}), {what} {index:?}, {} shards",
         shape.describe_key(),
-        layout.index_name,
         layout.shards
     );
+    if let Some(p) = &parts {
+        println!("{}", p.describe(now.as_secs_f64()));
+    }
     println!(
         "{:>5}  {:>9}  {:>12}  {:<24} {:>9}  next expiries (seconds from now)",
         "shard", "due", "oldest age", "lease owner", "lease age"

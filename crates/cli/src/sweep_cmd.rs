@@ -1,8 +1,9 @@
 //! `precise-ttl sweep`: one pass over every shard (or every window of the blog's index).
 
-use crate::args::{Global, SweepArgs, UsageError};
+use crate::args::{Global, IndexLayout, SweepArgs, UsageError};
 use crate::wiring::Outcome;
 use precise_ttl_core::Backoff;
+use precise_ttl_dynamodb::queue::QueueStore;
 use precise_ttl_dynamodb::{BlogWindows, DynamoStore};
 use precise_ttl_engine::{Clock, SweepConfig, Sweeper};
 use std::sync::Arc;
@@ -21,7 +22,7 @@ pub async fn run(global: &Global, args: &SweepArgs) -> anyhow::Result<Outcome> {
         },
         ..SweepConfig::default()
     };
-    if args.blog.index_layout == crate::args::IndexLayout::BlogWindow {
+    if global.index_layout == IndexLayout::BlogWindow {
         if args.archive.archive.is_some() {
             return Err(UsageError(
                 "--archive works with the sharded index only, not --index-layout blog-window"
@@ -72,16 +73,28 @@ pub async fn run(global: &Global, args: &SweepArgs) -> anyhow::Result<Outcome> {
     }
     let dynamo = crate::wiring::connect(global).await?;
     let clock = dynamo.store_clock.clone();
-    let mut store = DynamoStore::open(dynamo, table, layout.clone()).await?;
     let sink = args.archive.open(global).await?;
-    if let Some(sink) = &sink {
-        store = store.with_archive(sink.clone());
-    }
+    let archived = |store: DynamoStore<_>| match &sink {
+        Some(sink) => store.with_archive(sink.clone()),
+        None => store,
+    };
     config.probe_strays = true;
     let started = Instant::now();
-    let report = Sweeper::new(Arc::new(store), clock, Arc::new(layout.shards), config)
-        .sweep_once()
-        .await;
+    let shards = Arc::new(layout.shards);
+    let report = if global.index_layout == IndexLayout::StreamQueue {
+        let queue = global.queue_table()?;
+        let store = QueueStore::open(dynamo, table, &queue, layout.clone())
+            .await?
+            .map_items(archived);
+        Sweeper::new(Arc::new(store), clock, shards, config)
+            .sweep_once()
+            .await
+    } else {
+        let store = archived(DynamoStore::open(dynamo, table, layout.clone()).await?);
+        Sweeper::new(Arc::new(store), clock, shards, config)
+            .sweep_once()
+            .await
+    };
     if let Some(sink) = &sink {
         sink.flush(crate::wiring::ARCHIVE_FLUSH_WAIT).await?;
     }

@@ -92,6 +92,21 @@ impl EntryKey {
     }
 }
 
+/// How many leases a fleet's indexers split a stream by: each stream shard belongs to one of
+/// them ([`stream_bucket`]). More than a table has stream shards at any scale this project
+/// targets is harmless (an empty bucket costs a lease's heartbeat); fewer would cap the workers
+/// that index at once.
+pub const INDEXER_BUCKETS: usize = 16;
+
+/// The lease bucket of the stream shard `shard_id`, `0..buckets`: FNV-1a of its id, so every
+/// worker of every version agrees.
+pub fn stream_bucket(shard_id: &str, buckets: usize) -> usize {
+    let hash = shard_id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    (hash % buckets.max(1) as u64) as usize
+}
+
 /// The sort keys that bound `window`'s entries, both inclusive: `BETWEEN low AND high`.
 pub fn sort_bounds(window: DueWindow) -> (String, String) {
     let ms = |t: Timestamp| t.as_millis().max(0);
@@ -146,6 +161,24 @@ mod tests {
     use proptest::prelude::*;
 
     const NOW: Timestamp = Timestamp::from_secs(1_800_000_000);
+
+    #[test]
+    fn stream_shards_fall_in_stable_buckets() {
+        // FNV-1a's published value for "a": the bucket must not change between versions.
+        assert_eq!(
+            stream_bucket("a", usize::MAX),
+            0xaf63_dc4c_8601_ec8c % usize::MAX
+        );
+        let ids: Vec<String> = (0..1000)
+            .map(|i| format!("shardId-00000001700000000000-{i:08x}"))
+            .collect();
+        let mut counts = [0u32; INDEXER_BUCKETS];
+        for id in &ids {
+            counts[stream_bucket(id, INDEXER_BUCKETS)] += 1;
+        }
+        assert!(counts.iter().all(|&c| c > 30), "{counts:?}");
+        assert_eq!(stream_bucket("x", 0), 0);
+    }
 
     fn shards(n: u64) -> ShardCount {
         ShardCount::new(n).unwrap()

@@ -40,6 +40,14 @@ pub enum AdapterError {
         "table {table:?} is not an expiry queue: its key is {found}, the queue's is shard (N) + due (S)"
     )]
     QueueTableKeys { table: String, found: String },
+    #[error(
+        "table {table:?} has no stream: the expiry queue is fed from it; `precise-ttl setup --index-layout stream-queue` turns one on (NEW_AND_OLD_IMAGES)"
+    )]
+    NoStream { table: String },
+    #[error(
+        "table {table:?}'s stream carries no new images ({view}): the expiry queue needs NEW_AND_OLD_IMAGES (or NEW_IMAGE). A stream's view type cannot be changed in place: disable it (aws dynamodb update-table --table-name {table} --stream-specification StreamEnabled=false), enable it again (--stream-specification StreamEnabled=true,StreamViewType=NEW_AND_OLD_IMAGES), then run `precise-ttl backfill --index-layout stream-queue` for the writes made in between. That makes a new stream with a new ARN: every other reader of the old one (Lambda triggers, Kinesis adapter or KCL applications, EventBridge Pipes) must be moved to it, and the old one's records stay readable for 24 hours only"
+    )]
+    StreamView { table: String, view: String },
     #[error("lease table {table:?} was not found at {endpoint}")]
     LeaseTableMissing { table: String, endpoint: String },
     #[error("table {table:?} has no index named {index:?}")]

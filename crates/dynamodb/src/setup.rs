@@ -88,6 +88,16 @@ pub enum SetupAction {
         name: String,
     },
     StreamEnabled,
+    /// The expiry queue's: the stream carries what the indexer needs.
+    StreamWithNewImages {
+        view: String,
+    },
+    QueueTableCreated {
+        name: String,
+    },
+    QueueTableAlreadyPresent {
+        name: String,
+    },
     StreamAlreadyWithOldImages {
         view: String,
     },
@@ -107,6 +117,7 @@ impl SetupAction {
                 | SetupAction::NativeTtlEnabled
                 | SetupAction::LeaseTableCreated { .. }
                 | SetupAction::StreamEnabled
+                | SetupAction::QueueTableCreated { .. }
         )
     }
 }
@@ -144,7 +155,19 @@ impl fmt::Display for SetupAction {
                 write!(f, "created the lease table {name:?} (on-demand)")
             }
             SetupAction::StreamEnabled => {
-                f.write_str("turned the table's stream on (NEW_AND_OLD_IMAGES) for expiry records")
+                f.write_str("turned the table's stream on (NEW_AND_OLD_IMAGES)")
+            }
+            SetupAction::StreamWithNewImages { view } => {
+                write!(
+                    f,
+                    "the table's stream is on with new images ({view}), as the expiry queue's indexer needs"
+                )
+            }
+            SetupAction::QueueTableCreated { name } => {
+                write!(f, "created the expiry queue table {name:?} (on-demand)")
+            }
+            SetupAction::QueueTableAlreadyPresent { name } => {
+                write!(f, "expiry queue table {name:?} already present")
             }
             SetupAction::StreamAlreadyWithOldImages { view } => {
                 write!(f, "the table's stream is on with old images ({view})")
@@ -556,7 +579,7 @@ async fn wait_active(
     }
 }
 
-async fn native_ttl(
+pub(crate) async fn native_ttl(
     dynamo: &Dynamo,
     table: &str,
     layout: &TtlLayout,

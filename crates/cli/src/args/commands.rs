@@ -73,10 +73,23 @@ pub struct SetupArgs {
 /// Which index is swept.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum IndexLayout {
-    /// Ours: a sparse index on (shard Number, TTL)
+    /// Ours: a sparse index on (shard Number, TTL); writers add the shard attribute
     Sharded,
+    /// Writers unchanged: precise-ttl's queue table, fed from the table's stream
+    StreamQueue,
     /// The 2022 blog's: an index on (expirationWindow String, TTL)
     BlogWindow,
+}
+
+impl IndexLayout {
+    /// The flag's value, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            IndexLayout::Sharded => "sharded",
+            IndexLayout::StreamQueue => "stream-queue",
+            IndexLayout::BlogWindow => "blog-window",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -91,11 +104,6 @@ pub enum WindowFormatArg {
 #[derive(Debug, Args)]
 #[command(next_help_heading = heading::BLOG)]
 pub struct BlogArgs {
-    /// Which index to sweep: ours (sharded) or the 2022 blog's window index (blog-window; name it
-    /// with --index-name)
-    #[arg(long, env = "PRECISE_TTL_INDEX_LAYOUT", default_value = "sharded")]
-    pub index_layout: IndexLayout,
-
     /// blog-window: the String attribute holding "<startISO>_<endISO>"
     #[arg(
         long,
@@ -406,6 +414,39 @@ Batches still form while items wait for a request slot or the table's rate"))]
 
     #[command(flatten)]
     pub blog: BlogArgs,
+
+    #[command(flatten)]
+    pub indexer: IndexerArgs,
+}
+
+/// The stream-queue layout's indexer, which `run` starts beside the daemon.
+#[derive(Debug, Args)]
+#[command(next_help_heading = heading::INDEXER)]
+pub struct IndexerArgs {
+    #[command(flatten)]
+    pub checkpoints: IndexerCheckpoints,
+
+    /// Pause between reads of the stream when nothing new came (100ms at least). Items whose
+    /// TTL is nearer than this when written may be deleted this much late
+    #[arg(long, env = "PRECISE_TTL_INDEXER_POLL_INTERVAL", default_value = "250ms",
+          value_parser = settings::poll_interval)]
+    pub indexer_poll_interval: Duration,
+
+    /// Do not index the stream in this process (another process does: the Lambda stream
+    /// handler, or other workers); the daemon still reads the queue
+    #[arg(long, env = "PRECISE_TTL_NO_INDEXER")]
+    pub no_indexer: bool,
+}
+
+/// Where the stream-queue layout's indexer keeps its position in the stream.
+#[derive(Debug, Args)]
+pub struct IndexerCheckpoints {
+    /// stream-queue: the table of the indexer's position in each stream shard (created if
+    /// missing); a fleet shares it, and a restart goes on from it
+    #[arg(long, env = "PRECISE_TTL_INDEXER_CHECKPOINT_TABLE",
+          default_value = precise_ttl_dynamodb::queue::indexer::DEFAULT_INDEXER_CHECKPOINT_TABLE,
+          help_heading = heading::INDEXER)]
+    pub indexer_checkpoint_table: String,
 }
 
 impl RunArgs {
@@ -495,6 +536,9 @@ pub struct DoctorArgs {
     pub sample: Option<u64>,
 
     #[command(flatten)]
+    pub indexer: IndexerCheckpoints,
+
+    #[command(flatten)]
     pub scan: ScanSegments,
 
     /// Example keys shown per finding
@@ -518,6 +562,9 @@ pub struct StatusArgs {
     /// Print the result as JSON on standard output
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub indexer: IndexerCheckpoints,
 
     #[command(flatten)]
     pub leases: LeaseTableArg,

@@ -72,6 +72,7 @@ pub mod heading {
     pub const ARCHIVE: &str = "Expiry records (archive)";
     pub const METRICS: &str = "Metrics and health";
     pub const BLOG: &str = "The 2022 blog's window index";
+    pub const INDEXER: &str = "The expiry queue's indexer (stream-queue)";
 }
 
 #[derive(Debug, Args)]
@@ -104,6 +105,20 @@ pub struct Global {
     #[arg(long, env = "PRECISE_TTL_INDEX_NAME", global = true, help_heading = heading::TABLE,
           default_value = settings::INDEX_NAME.default, help = settings::INDEX_NAME.meaning)]
     pub index_name: String,
+
+    /// Which index lists the due items: sharded (ours: writers add the shard attribute, `setup`
+    /// adds the index), stream-queue (writers unchanged: precise-ttl's queue table, fed from the
+    /// table's stream; docs/adoption.md) or blog-window (the 2022 blog's expirationWindow index as
+    /// it stands, named by --index-name)
+    #[arg(long, env = "PRECISE_TTL_INDEX_LAYOUT", global = true, default_value = "sharded",
+          help_heading = heading::TABLE)]
+    pub index_layout: IndexLayout,
+
+    /// stream-queue: precise-ttl's queue table (default: <table>-precise-ttl-queue)
+    #[arg(long, env = "PRECISE_TTL_QUEUE_TABLE", global = true, value_name = "NAME",
+          help_heading = heading::TABLE,
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub queue_table: Option<String>,
 
     /// Send requests here instead of the region's AWS endpoint (e.g. http://localhost:8000 for
     /// DynamoDB Local). Also read from AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL
@@ -183,6 +198,25 @@ impl Global {
             shards,
         )
         .map_err(UsageError::of)
+    }
+
+    /// The queue table of the stream-queue layout.
+    pub fn queue_table(&self) -> Result<String, UsageError> {
+        Ok(match &self.queue_table {
+            Some(name) => name.clone(),
+            None => precise_ttl_dynamodb::queue::default_queue_table(self.table()?),
+        })
+    }
+
+    /// Refuses a layout `command` does not work with, in one line.
+    pub fn refuse_layout(&self, command: &str, refused: &[IndexLayout]) -> Result<(), UsageError> {
+        if refused.contains(&self.index_layout) {
+            return Err(UsageError(format!(
+                "{command} does not work with --index-layout {}",
+                self.index_layout.name()
+            )));
+        }
+        Ok(())
     }
 
     pub fn table(&self) -> Result<&str, UsageError> {

@@ -23,6 +23,7 @@ mod iam_policy;
 mod leases;
 mod proxy;
 mod queue;
+mod queue_cli;
 mod read;
 mod readme;
 mod recorder;

@@ -13,18 +13,25 @@ use crate::archive_stream::convert::convert;
 use crate::connect::Dynamo;
 use crate::error::AdapterError;
 use crate::item::{ItemKey, ttl_value};
+use crate::lease::LeaseTable;
 use crate::stream_tail::{PageConsumer, StreamTail};
 use crate::table::TableShape;
 use aws_sdk_dynamodb::types::StreamViewType;
 use aws_sdk_dynamodbstreams::types::{AttributeValue as StreamValue, OperationType, Record};
+use precise_ttl_core::queue::{INDEXER_BUCKETS, stream_bucket};
 use precise_ttl_core::queue::{Indexing, SkipReason, decide};
 use precise_ttl_core::{ErrorClass, ShardCount};
 use precise_ttl_engine::Clock;
-use std::collections::HashMap;
+use precise_ttl_engine::lease::{LeaseConfig, Leases};
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::watch;
 
 pub const DEFAULT_INDEXER_CHECKPOINT_TABLE: &str = "precise-ttl-queue-checkpoints";
+/// The indexer's leases stand in the lease table under `<table>/<this>`.
+const LEASE_SCOPE: &str = "#stream-indexer";
 
 #[derive(Debug, Clone)]
 pub struct IndexerOptions {
@@ -64,20 +71,7 @@ impl Indexer {
         options: &IndexerOptions,
     ) -> Result<Indexer, AdapterError> {
         let (view, arn) = crate::stream::current_stream(dynamo, table).await?;
-        match view {
-            Some(StreamViewType::NewImage | StreamViewType::NewAndOldImages) => {}
-            None => {
-                return Err(fatal(format!(
-                    "table {table:?} has no stream: the expiry queue is fed from it; turn one on with new and old images (NEW_AND_OLD_IMAGES)"
-                )));
-            }
-            Some(other) => {
-                return Err(fatal(format!(
-                    "table {table:?}'s stream carries no new images ({}): the expiry queue needs NEW_AND_OLD_IMAGES (or NEW_IMAGE); a stream's view type cannot be changed in place, so turning it off and on again starts a new stream, which every other consumer of the old one must follow",
-                    other.as_str()
-                )));
-            }
-        }
+        check_view(table, view)?;
         let arn = arn.ok_or_else(|| fatal(format!("table {table:?} has no stream ARN")))?;
         let key_names = TableShape::require(dynamo, table).await?.key_names();
         let tail = StreamTail::open(
@@ -99,6 +93,17 @@ impl Indexer {
             },
             poll_interval: options.poll_interval,
         })
+    }
+
+    /// Reads only the stream shards of the buckets `usable` holds ([`stream_bucket`]): a fleet's
+    /// workers split the stream by [`indexer_leases`].
+    pub fn shared(mut self, usable: watch::Receiver<BTreeSet<usize>>) -> Indexer {
+        self.tail = self.tail.with_owner(Box::new(move |shard| {
+            usable
+                .borrow()
+                .contains(&stream_bucket(shard, INDEXER_BUCKETS))
+        }));
+        self
     }
 
     /// Indexes until `stop` completes; returns what this run did.
@@ -177,6 +182,35 @@ impl EntryWriter {
             .map(|name| keys.get(name).map(|v| (name.clone(), convert(v))))
             .collect();
         Some(ItemKey::new(attributes?))
+    }
+}
+
+/// One worker's leases over the indexer's buckets of `table`'s stream, in the lease table
+/// `lease_table` (which must exist), beside the queue's own shard leases.
+pub async fn indexer_leases(
+    dynamo: &Dynamo,
+    lease_table: &str,
+    table: &str,
+    config: LeaseConfig,
+) -> Result<Leases<LeaseTable>, AdapterError> {
+    let leases = LeaseTable::open(dynamo.clone(), lease_table, table, LEASE_SCOPE).await?;
+    let keys = (0..INDEXER_BUCKETS)
+        .map(|b| format!("stream-{b}"))
+        .collect();
+    Ok(Leases::new(Arc::new(leases), keys, config))
+}
+
+/// The expiry queue needs the new image of every change.
+pub(crate) fn check_view(table: &str, view: Option<StreamViewType>) -> Result<(), AdapterError> {
+    match view {
+        Some(StreamViewType::NewImage | StreamViewType::NewAndOldImages) => Ok(()),
+        None => Err(AdapterError::NoStream {
+            table: table.to_string(),
+        }),
+        Some(other) => Err(AdapterError::StreamView {
+            table: table.to_string(),
+            view: other.as_str().to_string(),
+        }),
     }
 }
 

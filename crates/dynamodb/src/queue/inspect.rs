@@ -4,8 +4,11 @@
 //! the item), but many of them say the queue costs more than it should.
 
 use super::{DUE, KEY, QueueTable};
-use crate::error::store_error;
+use crate::connect::Dynamo;
+use crate::error::{AdapterError, store_error};
 use crate::item::ItemKey;
+use crate::stream_tail::StreamBacklog;
+use crate::table::TableShape;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use precise_ttl_core::Expiry;
 use precise_ttl_core::queue::EntryKey;
@@ -148,6 +151,97 @@ impl QueueTable {
         }
         Ok(found)
     }
+}
+
+/// The expiry queue's parts, as `doctor` and `status` check them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueParts {
+    /// The application table's stream view type (`None`: no stream).
+    pub stream_view: Option<String>,
+    /// Whether that stream carries the new images the indexer needs.
+    pub stream_usable: bool,
+    /// Whether the queue table exists with the queue's keys.
+    pub queue_present: bool,
+    /// How far the indexer is behind the stream (`None` without a usable stream).
+    pub indexer: Option<StreamBacklog>,
+}
+
+impl QueueParts {
+    /// One line on the stream and the indexer, at `now` (epoch seconds).
+    pub fn describe(&self, now: f64) -> String {
+        let stream = match &self.stream_view {
+            None => "no stream".to_string(),
+            Some(view) => format!("stream {view}"),
+        };
+        let indexer = match &self.indexer {
+            None => "the indexer cannot read it".to_string(),
+            Some(b) if b.behind == 0 => format!(
+                "indexer caught up on its {} stream shard(s)",
+                b.shards
+            ),
+            Some(b) => format!(
+                "indexer behind on {} of {} stream shard(s){}",
+                b.behind,
+                b.shards,
+                b.oldest_unconsumed.map_or(String::new(), |t| format!(
+                    ", the oldest record not indexed written about {:.0} s ago (the stream dates records to the second, DynamoDB Local to the minute)",
+                    (now - t).max(0.0)
+                ))
+            ),
+        };
+        format!("{stream}; {indexer}")
+    }
+
+    /// What keeps items from being deleted on time: (kind, what to do), for `doctor`.
+    pub fn problems(&self, table: &str, queue_table: &str) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if !self.stream_usable {
+            let why = match &self.stream_view {
+                None => AdapterError::NoStream {
+                    table: table.to_string(),
+                },
+                Some(view) => AdapterError::StreamView {
+                    table: table.to_string(),
+                    view: view.clone(),
+                },
+            };
+            out.push(("stream_unusable", why.to_string()));
+        }
+        if !self.queue_present {
+            out.push((
+                "queue_missing",
+                format!("the expiry queue table {queue_table:?} is missing (or has other keys): run `precise-ttl setup --table {table} --index-layout stream-queue`"),
+            ));
+        }
+        out
+    }
+}
+
+/// Reads the stream, the queue table and the indexer's checkpoints; changes nothing.
+pub async fn parts(
+    dynamo: &Dynamo,
+    table: &str,
+    queue_table: &str,
+    checkpoint_table: &str,
+) -> Result<QueueParts, AdapterError> {
+    let (view, arn) = crate::stream::current_stream(dynamo, table).await?;
+    let stream_usable = super::indexer::check_view(table, view.clone()).is_ok();
+    let queue_present = match TableShape::describe(dynamo, queue_table).await? {
+        Some(shape) => super::check_keys(&shape).is_ok(),
+        None => false,
+    };
+    let indexer = match (stream_usable, arn) {
+        (true, Some(arn)) => {
+            Some(crate::stream_tail::backlog(dynamo, &arn, checkpoint_table).await?)
+        }
+        _ => None,
+    };
+    Ok(QueueParts {
+        stream_view: view.map(|v| v.as_str().to_string()),
+        stream_usable,
+        queue_present,
+        indexer,
+    })
 }
 
 /// The key of an item (or of a key map), in the table's key order.

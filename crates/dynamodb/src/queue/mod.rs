@@ -13,6 +13,8 @@
 pub mod backfill;
 pub mod indexer;
 pub mod inspect;
+pub mod setup;
+mod status;
 
 use crate::connect::Dynamo;
 use crate::error::{AdapterError, store_error};
@@ -67,10 +69,10 @@ impl QueueTable {
     }
 
     /// Creates the queue table (on demand) unless it exists with the queue's keys; a table of
-    /// that name with other keys is an error, never changed.
-    pub async fn create(&self) -> Result<(), AdapterError> {
+    /// that name with other keys is an error, never changed. Returns whether it created it.
+    pub async fn create(&self) -> Result<bool, AdapterError> {
         if let Some(shape) = TableShape::describe(&self.dynamo, &self.name).await? {
-            return check_keys(&shape);
+            return check_keys(&shape).map(|()| false);
         }
         let attribute = |name: &str, kind| {
             AttributeDefinition::builder()
@@ -100,7 +102,7 @@ impl QueueTable {
             .map_err(|e| {
                 AdapterError::from_sdk("CreateTable", &self.dynamo.describe_endpoint(), e)
             })?;
-        Ok(())
+        Ok(true)
     }
 
     /// Writes the entry of `item` expiring at `expiry` (idempotent: the same item and expiry
@@ -283,6 +285,11 @@ impl QueueStore {
     pub fn map_items(mut self, f: impl FnOnce(DynamoStore<Shard>) -> DynamoStore<Shard>) -> Self {
         self.items = f(self.items);
         self
+    }
+
+    /// The application table's write capacity (the deletes' budget is the table's).
+    pub fn write_capacity(&self) -> precise_ttl_core::capacity::WriteCapacity {
+        self.items.write_capacity()
     }
 
     fn item_of(&self, mut raw: HashMap<String, AttributeValue>) -> Option<QueueKey> {

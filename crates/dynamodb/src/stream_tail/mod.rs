@@ -30,19 +30,36 @@ pub(crate) trait PageConsumer {
     fn passed(&mut self, _at: Instant) {}
 }
 
+/// Whether this process reads a stream shard (by its id) now: a fleet splits a stream by leases.
+pub type ShardOwner = Box<dyn Fn(&str) -> bool + Send + Sync>;
+
 /// One consumer's position in one stream.
-#[derive(Debug)]
 pub(crate) struct StreamTail {
     dynamo: Dynamo,
     arn: String,
     checkpoint_table: String,
     checkpoints: HashMap<String, Checkpoint>,
     iterators: HashMap<String, String>,
+    /// `None`: every shard is this tail's.
+    owner: Option<ShardOwner>,
+    /// The shards read in the last pass (with an owner): one gained since is read again from the
+    /// checkpoint another process left, not from this tail's old iterator.
+    owned: HashSet<String>,
     /// Shard reads that failed since the last clean pass, and when that was last logged: an
     /// expired iterator is renewed by the next pass, but a read refused for good (streams access
     /// denied) must neither flood the log nor leave `/healthz` green.
     read_failures: u32,
     read_warned: Option<Instant>,
+}
+
+impl std::fmt::Debug for StreamTail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamTail")
+            .field("arn", &self.arn)
+            .field("checkpoint_table", &self.checkpoint_table)
+            .field("shared", &self.owner.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl StreamTail {
@@ -67,9 +84,17 @@ impl StreamTail {
             checkpoint_table: checkpoint_table.to_string(),
             checkpoints: load_checkpoints(dynamo, checkpoint_table, arn).await?,
             iterators: HashMap::new(),
+            owner: None,
+            owned: HashSet::new(),
             read_failures: 0,
             read_warned: None,
         })
+    }
+
+    /// Reads only the shards `owner` grants, each pass from the checkpoints the fleet shares.
+    pub(crate) fn with_owner(mut self, owner: ShardOwner) -> StreamTail {
+        self.owner = Some(owner);
+        self
     }
 
     pub(crate) fn arn(&self) -> &str {
@@ -122,10 +147,26 @@ impl StreamTail {
         consumer: &mut C,
     ) -> Result<bool, AdapterError> {
         let shards = list_shards(&self.dynamo, &self.arn).await?;
+        if self.owner.is_some() {
+            // Other workers advance the shards they hold, and finish the parents of ours.
+            self.checkpoints =
+                load_checkpoints(&self.dynamo, &self.checkpoint_table, &self.arn).await?;
+        }
         let ids: HashSet<&str> = shards.iter().map(|(id, _)| id.as_str()).collect();
         let mut progressed = false;
         let mut clean = true;
+        let mut owned = HashSet::new();
         for (id, parent) in &shards {
+            if let Some(owns) = &self.owner {
+                if !owns(id) {
+                    self.iterators.remove(id);
+                    continue;
+                }
+                owned.insert(id.clone());
+                if !self.owned.contains(id) {
+                    self.iterators.remove(id);
+                }
+            }
             let done = |s: &str| self.checkpoints.get(s).is_some_and(|c| c.finished);
             if done(id) {
                 continue;
@@ -148,6 +189,7 @@ impl StreamTail {
             progressed |= came;
             clean &= read;
         }
+        self.owned = owned;
         // Only a pass that read every shard it meant to counts for `/healthz`.
         if clean {
             self.read_failures = 0;
@@ -277,6 +319,80 @@ impl StreamTail {
             }
         }
     }
+}
+
+/// How far a consumer is behind its stream, as `status` and `doctor` see it from outside.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StreamBacklog {
+    /// Shards the stream lists.
+    pub shards: usize,
+    /// Shards with a record after the consumer's checkpoint.
+    pub behind: usize,
+    /// The creation time (epoch seconds, as the stream dates it: to the second on DynamoDB, to
+    /// the minute on DynamoDB Local) of the oldest record not consumed yet.
+    pub oldest_unconsumed: Option<f64>,
+}
+
+/// Reads, for every unfinished shard of the stream `arn`, the first record after the
+/// checkpoint in `checkpoint_table` (two calls a shard; nothing is written).
+pub(crate) async fn backlog(
+    dynamo: &Dynamo,
+    arn: &str,
+    checkpoint_table: &str,
+) -> Result<StreamBacklog, AdapterError> {
+    let checkpoints = match crate::table::TableShape::describe(dynamo, checkpoint_table).await? {
+        Some(_) => load_checkpoints(dynamo, checkpoint_table, arn).await?,
+        None => HashMap::new(),
+    };
+    let shards = list_shards(dynamo, arn).await?;
+    let mut backlog = StreamBacklog {
+        shards: shards.len(),
+        ..StreamBacklog::default()
+    };
+    for (id, _) in &shards {
+        let cp = checkpoints.get(id).cloned().unwrap_or_default();
+        if cp.finished {
+            continue;
+        }
+        let (kind, sequence) = match &cp.sequence {
+            Some(seq) => (ShardIteratorType::AfterSequenceNumber, Some(seq.clone())),
+            None => (ShardIteratorType::TrimHorizon, None),
+        };
+        let iterator = dynamo
+            .streams
+            .get_shard_iterator()
+            .stream_arn(arn)
+            .shard_id(id)
+            .shard_iterator_type(kind)
+            .set_sequence_number(sequence)
+            .send()
+            .await
+            .map_err(|e| stream_call_error("GetShardIterator", &dynamo.describe_endpoint(), e))?
+            .shard_iterator;
+        let Some(iterator) = iterator else {
+            continue;
+        };
+        let out = dynamo
+            .streams
+            .get_records()
+            .shard_iterator(iterator)
+            .limit(1)
+            .send()
+            .await
+            .map_err(|e| stream_call_error("GetRecords", &dynamo.describe_endpoint(), e))?;
+        if let Some(first) = out.records().first() {
+            backlog.behind += 1;
+            let created = first
+                .dynamodb()
+                .and_then(|d| d.approximate_creation_date_time())
+                .map(|t| t.as_secs_f64());
+            backlog.oldest_unconsumed = match (backlog.oldest_unconsumed, created) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+    }
+    Ok(backlog)
 }
 
 pub(crate) async fn list_shards(
