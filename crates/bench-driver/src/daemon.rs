@@ -113,9 +113,10 @@ fn capacity_from_metrics(body: &str) -> Option<(f64, f64)> {
     for line in body.lines() {
         if let Some(rest) = line.strip_prefix(precise_ttl_engine::metrics::CAPACITY_UNITS) {
             let value: f64 = rest.rsplit(' ').next()?.parse().ok()?;
+            // Every other op is a write: the deletes, and the expiry queue's entry puts.
             if rest.contains("op=\"query\"") {
                 query += value / 100.0;
-            } else if rest.contains("op=\"delete\"") {
+            } else {
                 delete += value / 100.0;
             }
         }
@@ -130,7 +131,9 @@ mod tests {
     #[test]
     fn capacity_is_read_in_hundredths() {
         let name = precise_ttl_engine::metrics::CAPACITY_UNITS;
-        let body = format!("{name}{{op=\"query\"}} 150\n{name}{{op=\"delete\"}} 1000\nother 3\n");
-        assert_eq!(capacity_from_metrics(&body), Some((1.5, 10.0)));
+        let body = format!(
+            "{name}{{op=\"query\"}} 150\n{name}{{op=\"delete\"}} 1000\n{name}{{op=\"queue_put\"}} 100\nother 3\n"
+        );
+        assert_eq!(capacity_from_metrics(&body), Some((1.5, 11.0)));
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::connect::Dynamo;
 use crate::error::AdapterError;
-use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, ReturnConsumedCapacity, WriteRequest};
 use precise_ttl_core::ErrorClass;
 use std::collections::HashMap;
 
@@ -21,13 +21,15 @@ const UNPROCESSED_PAUSE_MAX: std::time::Duration = std::time::Duration::from_sec
 const IN_FLIGHT: usize = 4;
 
 /// Writes `items` with BatchWriteItem, four requests of 25 in flight, until none is left
-/// unprocessed. `written` is told how many each finished request wrote.
+/// unprocessed. `written` is told how many each finished request wrote. Returns the write units
+/// the table says it consumed (0 from a store that does not say).
 pub async fn put_all(
     dynamo: &Dynamo,
     table: &str,
     items: Vec<Item>,
     mut written: impl FnMut(u64),
-) -> Result<(), AdapterError> {
+) -> Result<f64, AdapterError> {
+    let mut units = 0.0;
     let mut chunks = items
         .chunks(PER_CALL)
         .map(|c| c.to_vec())
@@ -42,13 +44,22 @@ pub async fn put_all(
             tasks.spawn(async move { write_chunk(&dynamo, &table, chunk).await });
         }
         match tasks.join_next().await {
-            Some(done) => written(done.map_err(|e| failed(e.to_string()))??),
-            None => return Ok(()),
+            Some(done) => {
+                let (n, consumed) = done.map_err(|e| failed(e.to_string()))??;
+                units += consumed;
+                written(n);
+            }
+            None => return Ok(units),
         }
     }
 }
 
-async fn write_chunk(dynamo: &Dynamo, table: &str, chunk: Vec<Item>) -> Result<u64, AdapterError> {
+/// Writes one chunk; returns how many items and the units consumed.
+async fn write_chunk(
+    dynamo: &Dynamo,
+    table: &str,
+    chunk: Vec<Item>,
+) -> Result<(u64, f64), AdapterError> {
     let n = chunk.len() as u64;
     let mut requests = Vec::with_capacity(chunk.len());
     for item in chunk {
@@ -59,22 +70,29 @@ async fn write_chunk(dynamo: &Dynamo, table: &str, chunk: Vec<Item>) -> Result<u
         requests.push(WriteRequest::builder().put_request(put).build());
     }
     let mut pause = UNPROCESSED_PAUSE;
+    let mut units = 0.0;
     loop {
         let out = dynamo
             .write
             .batch_write_item()
             .request_items(table, requests)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await
             .map_err(|e| {
                 AdapterError::from_sdk("BatchWriteItem", &dynamo.describe_endpoint(), e)
             })?;
+        units += out
+            .consumed_capacity()
+            .iter()
+            .filter_map(|c| c.capacity_units())
+            .sum::<f64>();
         requests = out
             .unprocessed_items
             .and_then(|mut u| u.remove(table))
             .unwrap_or_default();
         if requests.is_empty() {
-            return Ok(n);
+            return Ok((n, units));
         }
         // What the table left unprocessed goes again after a growing pause, as AWS advises for
         // BatchWriteItem.

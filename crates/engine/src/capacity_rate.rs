@@ -14,8 +14,10 @@ use std::time::{Duration, Instant};
 /// The averaging time of the rate.
 const TIME_CONSTANT: Duration = Duration::from_secs(10);
 
-/// The operations whose units are counted: index reads (read units) and deletes (write units).
-pub const OPS: [&str; 2] = ["query", "delete"];
+/// The operations whose units are counted: index reads (read units), deletes (write units:
+/// the items', and in the expiry queue layout its entries'), and the expiry queue's entry puts
+/// (write units: what the shard index's writes cost the writers in the other layout).
+pub const OPS: [&str; 3] = ["query", "delete", "queue_put"];
 
 #[derive(Debug, Clone, Copy)]
 struct Average {
@@ -45,7 +47,7 @@ impl Average {
     }
 }
 
-static AVERAGES: Mutex<[Average; 2]> = Mutex::new([Average::new(), Average::new()]);
+static AVERAGES: Mutex<[Average; 3]> = Mutex::new([Average::new(), Average::new(), Average::new()]);
 
 fn slot(op: &str) -> usize {
     OPS.iter().position(|o| *o == op).unwrap_or(1)

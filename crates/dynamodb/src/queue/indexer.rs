@@ -167,7 +167,8 @@ impl PageConsumer for EntryWriter {
             }
         }
         let written = puts.len() as u64;
-        crate::bulk::put_all(&self.dynamo, self.queue.name(), puts, |_| {}).await?;
+        let units = crate::bulk::put_all(&self.dynamo, self.queue.name(), puts, |_| {}).await?;
+        crate::store::record_capacity("queue_put", Some(units));
         self.report.entries += written;
         Ok(())
     }
