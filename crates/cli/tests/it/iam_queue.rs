@@ -5,7 +5,7 @@
 //!
 //! The paths, on new tables so that each "create if missing" runs: `setup` of a bare table
 //! without a stream (the stream turned on, the queue and lease tables created), with and without
-//! native TTL; `backfill` of items written before; `sweep` of them; `run` with leases (the
+//! native TTL; `backfill` of the items written since; `sweep` of them; `run` with leases (the
 //! indexer beside the daemon, a new checkpoint table) deleting a backlog in PartiQL batches, then
 //! with `--delete-mode single`; `status` with the leases and checkpoints `run` left; `doctor`.
 //! The queue table keeps its default name, `<table>-precise-ttl-queue`, which the policies'
@@ -13,7 +13,9 @@
 
 use crate::iam::{Used, check, fill, temp};
 use crate::recorder::Recorder;
-use crate::support::{TestTable, at, dynamo, endpoint, item};
+use crate::support::{TestTable, at, dynamo, endpoint, item, precise_ttl};
+use aws_sdk_dynamodb::types::AttributeValue;
+use std::collections::HashMap;
 
 const SETUP: &str = "setup-stream-queue-policy.json";
 const BACKFILL: &str = "backfill-stream-queue-policy.json";
@@ -34,10 +36,7 @@ async fn app_and_queue() -> (TestTable, TestTable) {
 }
 
 /// `count` items of `prefix` that came due three seconds ago.
-fn due(
-    prefix: &str,
-    count: usize,
-) -> Vec<std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>> {
+fn due(prefix: &str, count: usize) -> Vec<HashMap<String, AttributeValue>> {
     (0..count)
         .map(|i| item(&format!("{prefix}-{i}"), &[("ttl", at(-3_000))]))
         .collect()
@@ -48,7 +47,7 @@ async fn every_stream_queue_command_calls_exactly_what_its_policy_allows() {
     let rec = Recorder::start(endpoint()).await;
     // `precise-ttl <command> --table <table> --index-layout stream-queue`, through the proxy.
     let cmd = |command: &str, table: &str| {
-        let mut c = crate::support::precise_ttl();
+        let mut c = precise_ttl();
         c.env("PRECISE_TTL_ENDPOINT_URL", &rec.url).args([
             command,
             "--table",
