@@ -22,10 +22,33 @@ use std::time::{Duration, Instant};
 
 /// The (statement, action) pairs of each policy file that some request needed.
 #[derive(Default)]
-struct Used(BTreeMap<&'static str, BTreeSet<(String, String)>>);
+pub(crate) struct Used(BTreeMap<&'static str, BTreeSet<(String, String)>>);
+
+impl Used {
+    /// Fails unless every action of every statement of `files` was needed by some request
+    /// [`check`] saw: a policy that allows more than its command calls is as wrong as one that
+    /// allows less.
+    pub(crate) fn assert_every_action_needed(&self, files: &[&'static str]) {
+        let mut unused = Vec::new();
+        for file in files {
+            for statement in policy(file, &BTreeMap::new()) {
+                for action in &statement.actions {
+                    let pair = (statement.sid.clone(), action.clone());
+                    if !self.0.get(file).is_some_and(|u| u.contains(&pair)) {
+                        unused.push(format!("{file}: {} {action}", statement.sid));
+                    }
+                }
+            }
+        }
+        assert!(
+            unused.is_empty(),
+            "policy actions no command path needed: {unused:#?}"
+        );
+    }
+}
 
 /// Checks that `policies` (together) allow every request `command` made.
-fn check(
+pub(crate) fn check(
     command: &str,
     requests: &[Request],
     policies: &[&'static str],
@@ -57,7 +80,9 @@ fn check(
     );
 }
 
-fn fill(table: &str, extra: &[(&'static str, &str)]) -> BTreeMap<&'static str, String> {
+/// The placeholders of deploy/iam/ for this test: any region and account, `TABLE` as `table`,
+/// and each `extra` (a control table's default name, `BUCKET`) as the test's own value.
+pub(crate) fn fill(table: &str, extra: &[(&'static str, &str)]) -> BTreeMap<&'static str, String> {
     let mut map = BTreeMap::from([
         ("REGION", "*".to_string()),
         ("ACCOUNT", "*".to_string()),
@@ -69,7 +94,7 @@ fn fill(table: &str, extra: &[(&'static str, &str)]) -> BTreeMap<&'static str, S
     map
 }
 
-fn temp(what: &str) -> PathBuf {
+pub(crate) fn temp(what: &str) -> PathBuf {
     std::env::temp_dir().join(format!("precise-ttl-iam-{what}-{:016x}", fastrand::u64(..)))
 }
 
@@ -408,8 +433,7 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
     }
 
     // No statement allows an action that no path above needed.
-    let mut unused = Vec::new();
-    for file in [
+    used.assert_every_action_needed(&[
         "setup-policy.json",
         "run-policy.json",
         "sweep-policy.json",
@@ -418,18 +442,5 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
         "backfill-policy.json",
         "archive-policy.json",
         "s3-archive-policy.json",
-    ] {
-        for statement in policy(file, &BTreeMap::new()) {
-            for action in &statement.actions {
-                let pair = (statement.sid.clone(), action.clone());
-                if !used.0.get(file).is_some_and(|u| u.contains(&pair)) {
-                    unused.push(format!("{file}: {} {action}", statement.sid));
-                }
-            }
-        }
-    }
-    assert!(
-        unused.is_empty(),
-        "policy actions no command path needed: {unused:#?}"
-    );
+    ]);
 }

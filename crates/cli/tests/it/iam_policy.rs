@@ -5,9 +5,10 @@
 //! the action of its own name (`GetRecords` → `dynamodb:GetRecords`), on the table, the index it
 //! names, or the stream; PartiQL's `ExecuteStatement` and `BatchExecuteStatement` need the action
 //! of each statement's verb (`DELETE` → `dynamodb:PartiQLDelete`, "IAM policies with PartiQL for
-//! DynamoDB"); S3's `HeadBucket` needs `s3:ListBucket` on the bucket and `PutObject`
-//! `s3:PutObject` on the object (the S3 API reference's permission notes). A request this module
-//! cannot map fails the test: a new call must get its line here and in its policy.
+//! DynamoDB"); `BatchWriteItem` and `BatchGetItem` need their action on every table they name;
+//! S3's `HeadBucket` needs `s3:ListBucket` on the bucket and `PutObject` `s3:PutObject` on the
+//! object (the S3 API reference's permission notes). A request this module cannot map fails the
+//! test: a new call must get its line here and in its policy.
 
 use crate::recorder::Request;
 use serde_json::Value;
@@ -85,6 +86,9 @@ pub fn needs(request: &Request) -> Vec<Need> {
                 })
                 .collect();
         }
+        if operation == "BatchWriteItem" || operation == "BatchGetItem" {
+            return batch_needs(operation, body);
+        }
         let table = body["TableName"].as_str().expect("a TableName");
         let resource = match body["IndexName"].as_str() {
             Some(index) => format!("{}/index/{index}", table_arn(table)),
@@ -123,6 +127,34 @@ pub fn needs(request: &Request) -> Vec<Need> {
         }
         _ => panic!("an S3 call this test does not map to an IAM action: {request:?}"),
     }
+}
+
+/// `BatchWriteItem` and `BatchGetItem` name no `TableName`: IAM checks their action on each table
+/// of `RequestItems` (the expiry queue's entry writes, `doctor`'s sample of items). A table's
+/// `LeadingKeys` values are the strings of its own requests' items and keys only, so that one
+/// table's keys never vouch for another's.
+fn batch_needs(operation: &str, body: &Value) -> Vec<Need> {
+    let tables = body["RequestItems"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no RequestItems in {operation}: {body}"));
+    tables
+        .iter()
+        .map(|(table, requests)| {
+            let mut values = BTreeSet::new();
+            // BatchWriteItem: a list of {PutRequest: {Item}} or {DeleteRequest: {Key}};
+            // BatchGetItem: {Keys: [...]} (its projection and names are not keys).
+            for request in requests.as_array().into_iter().flatten() {
+                strings(&request["PutRequest"]["Item"], &mut values);
+                strings(&request["DeleteRequest"]["Key"], &mut values);
+            }
+            strings(&requests["Keys"], &mut values);
+            Need {
+                action: format!("dynamodb:{operation}"),
+                resource: table_arn(table),
+                values,
+            }
+        })
+        .collect()
 }
 
 /// One statement of a policy document, its placeholders filled in.
@@ -265,5 +297,24 @@ mod tests {
             statement_table(r#"DELETE FROM "my-table" WHERE "pk" = ?"#).as_deref(),
             Some("my-table")
         );
+    }
+
+    #[test]
+    fn batch_requests_need_their_action_on_each_table_they_name() {
+        let request = Request {
+            method: "POST".into(),
+            path: "/".into(),
+            target: "DynamoDB_20120810.BatchWriteItem".into(),
+            body: serde_json::json!({"RequestItems": {
+                "q": [{"DeleteRequest": {"Key": {"due": {"S": "0001#ab"}}}}],
+                "r": [{"PutRequest": {"Item": {"stream": {"S": "arn:s"}}}}],
+            }}),
+        };
+        let needs = needs(&request);
+        assert_eq!(needs.len(), 2);
+        assert_eq!(needs[0].action, "dynamodb:BatchWriteItem");
+        assert!(needs[0].resource.ends_with(":table/q"));
+        assert_eq!(needs[0].values, BTreeSet::from(["0001#ab".to_string()]));
+        assert_eq!(needs[1].values, BTreeSet::from(["arn:s".to_string()]));
     }
 }

@@ -20,6 +20,7 @@ mod daemon;
 mod deploy;
 mod iam;
 mod iam_policy;
+mod iam_queue;
 mod leases;
 mod proxy;
 mod queue;
