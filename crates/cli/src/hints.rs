@@ -84,11 +84,18 @@ const WITH_POLICY: &[&str] = &[
     "archive", "backfill", "doctor", "run", "setup", "status", "sweep",
 ];
 
-/// Which policy to fix for `denial` in `command` (the subcommand's name).
-pub fn for_denial(denial: &Denial, command: &str) -> String {
+/// The commands with a policy of their own for the stream-queue layout (`archive` reads no
+/// queue).
+const WITH_QUEUE_POLICY: &[&str] = &["backfill", "doctor", "run", "setup", "status", "sweep"];
+
+/// Which policy to fix for `denial` in `command` (the subcommand's name); `stream_queue`: the
+/// command ran on the stream-queue layout, whose commands have policies of their own.
+pub fn for_denial(denial: &Denial, command: &str, stream_queue: bool) -> String {
     let action = &denial.action;
     let policy = if denial.service() == "s3" {
         "deploy/iam/s3-archive-policy.json".to_string()
+    } else if stream_queue && WITH_QUEUE_POLICY.contains(&command) {
+        format!("deploy/iam/{command}-stream-queue-policy.json")
     } else if WITH_POLICY.contains(&command) {
         format!("deploy/iam/{command}-policy.json")
     } else {

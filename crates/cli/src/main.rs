@@ -69,6 +69,7 @@ fn main() -> ExitCode {
     };
     // For the hint after a credentials error: `aws sso login --profile NAME`.
     let profile = cli.global.profile.clone();
+    let stream_queue = cli.global.index_layout == args::IndexLayout::StreamQueue;
     match runtime.block_on(run(cli)) {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Partial) => ExitCode::from(3),
@@ -78,7 +79,10 @@ fn main() -> ExitCode {
         Err(e) if hints::denial(&e).is_some() => {
             let denial = hints::denial(&e).expect("checked by the guard");
             eprintln!("error: {denial}");
-            eprintln!("hint: {}", hints::for_denial(&denial, &command_name));
+            eprintln!(
+                "hint: {}",
+                hints::for_denial(&denial, &command_name, stream_queue)
+            );
             ExitCode::from(1)
         }
         // Bad usage found after parsing (no table, flags that contradict each other): 2, as

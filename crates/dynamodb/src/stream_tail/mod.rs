@@ -20,6 +20,12 @@ use tokio::time::Instant;
 /// A stream that keeps failing is logged at most every ten seconds.
 const FAILURE_LOG_EVERY: Duration = Duration::from_secs(10);
 
+/// How often the shard list is read again (DescribeStream allows 10 calls a second per account
+/// and region, shared by every reader): at once after a shard ends, since its children take its
+/// place then; otherwise new shards are rare (a stream's shards roll over every few hours), and
+/// a fleet worker sees a parent another one finished, or a shard it gained, within this.
+const SHARD_LIST_EVERY: Duration = Duration::from_secs(10);
+
 /// What a tail hands each page of records to.
 pub(crate) trait PageConsumer {
     /// Makes one page of records durable wherever they go (an empty page too: nothing to do).
@@ -40,6 +46,9 @@ pub(crate) struct StreamTail {
     checkpoint_table: String,
     checkpoints: HashMap<String, Checkpoint>,
     iterators: HashMap<String, String>,
+    /// The stream's shards (id, parent) as last listed, and when.
+    shards: Vec<(String, Option<String>)>,
+    listed: Option<Instant>,
     /// `None`: every shard is this tail's.
     owner: Option<ShardOwner>,
     /// The shards read in the last pass (with an owner): one gained since is read again from the
@@ -84,6 +93,8 @@ impl StreamTail {
             checkpoint_table: checkpoint_table.to_string(),
             checkpoints: load_checkpoints(dynamo, checkpoint_table, arn).await?,
             iterators: HashMap::new(),
+            shards: Vec::new(),
+            listed: None,
             owner: None,
             owned: HashSet::new(),
             read_failures: 0,
@@ -146,8 +157,23 @@ impl StreamTail {
         &mut self,
         consumer: &mut C,
     ) -> Result<bool, AdapterError> {
-        let shards = list_shards(&self.dynamo, &self.arn).await?;
-        if self.owner.is_some() {
+        let relist = self
+            .listed
+            .is_none_or(|at| at.elapsed() >= SHARD_LIST_EVERY);
+        if relist {
+            self.shards = list_shards(&self.dynamo, &self.arn).await?;
+            self.listed = Some(Instant::now());
+        }
+        let shards = self.shards.clone();
+        let owned: HashSet<String> = match &self.owner {
+            Some(owns) => shards
+                .iter()
+                .filter(|(id, _)| owns(id))
+                .map(|(id, _)| id.clone())
+                .collect(),
+            None => HashSet::new(),
+        };
+        if self.owner.is_some() && (relist || owned != self.owned) {
             // Other workers advance the shards they hold, and finish the parents of ours.
             self.checkpoints =
                 load_checkpoints(&self.dynamo, &self.checkpoint_table, &self.arn).await?;
@@ -155,14 +181,13 @@ impl StreamTail {
         let ids: HashSet<&str> = shards.iter().map(|(id, _)| id.as_str()).collect();
         let mut progressed = false;
         let mut clean = true;
-        let mut owned = HashSet::new();
+        let mut ended = false;
         for (id, parent) in &shards {
-            if let Some(owns) = &self.owner {
-                if !owns(id) {
+            if self.owner.is_some() {
+                if !owned.contains(id) {
                     self.iterators.remove(id);
                     continue;
                 }
-                owned.insert(id.clone());
                 if !self.owned.contains(id) {
                     self.iterators.remove(id);
                 }
@@ -188,8 +213,13 @@ impl StreamTail {
             let (came, read) = self.read_shard(id, iterator, consumer).await?;
             progressed |= came;
             clean &= read;
+            ended |= self.checkpoints.get(id).is_some_and(|c| c.finished);
         }
         self.owned = owned;
+        if ended {
+            // Its children are listed by the next pass.
+            self.listed = None;
+        }
         // Only a pass that read every shard it meant to counts for `/healthz`.
         if clean {
             self.read_failures = 0;
