@@ -6,9 +6,15 @@
 //! `precise_ttl_engine::settings`'; the daemon's configuration comes from
 //! [`DaemonSettings::daemon_config`], the function `run` uses. Only what `run` has no flag for
 //! (`safety-margin`) is defined here.
+//!
+//! `index-layout` picks what the daemon reads: `sharded` (the default, the shard index
+//! `precise-ttl setup` adds) or `stream-queue` (issue 29: precise-ttl's queue table, named by
+//! `queue-table`, default `<table>-precise-ttl-queue`). The layout also decides what a DynamoDB
+//! Streams batch is for ([`StreamRole`]).
 
 use precise_ttl_core::{ShardCount, TtlLayout};
 use precise_ttl_dynamodb::DeleteMode;
+use precise_ttl_dynamodb::queue::default_queue_table;
 use precise_ttl_engine::DaemonConfig;
 use precise_ttl_engine::settings::{self, DaemonSettings, Invalid, Setting, SettingError};
 use std::collections::BTreeMap;
@@ -23,6 +29,8 @@ pub const SAFETY_MARGIN: Setting = Setting {
 };
 
 const TABLE: &str = "table";
+const INDEX_LAYOUT: &str = "index-layout";
+const QUEUE_TABLE: &str = "queue-table";
 const NO_LEASES: &str = "no-leases";
 const WORKER_ID: &str = "worker-id";
 
@@ -35,6 +43,8 @@ pub const SETTINGS: &[&str] = &[
     "shard-attribute",
     "shards",
     "index-name",
+    "index-layout",
+    "queue-table",
     "lease-table",
     "lease-duration",
     "no-leases",
@@ -54,6 +64,53 @@ pub const SETTINGS: &[&str] = &[
     "stray-check-interval",
 ];
 
+/// What the daemon reads to find the items that are due.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IndexLayout {
+    /// The shard index (a GSI on the shard and TTL attributes the writers set).
+    Sharded,
+    /// The expiry queue: precise-ttl's own table of entries, fed from the table's stream.
+    StreamQueue { queue_table: String },
+}
+
+/// What the function does with a DynamoDB Streams batch (an event source mapping on the
+/// table's stream). The layout decides, so one function needs no second setting: with
+/// `stream-queue` the stream is the queue's source and a batch is indexed; otherwise the
+/// function is the stream's archive consumer, as before the queue existed (and needs no table
+/// settings). A stream-queue deployment that also wants the archive consumer deploys the
+/// function a second time without `PRECISE_TTL_INDEX_LAYOUT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamRole {
+    /// Write the queue entries of the batch's inserts and changes.
+    Index,
+    /// Return the batch's expiry records (REMOVEs that are expiries).
+    Archive,
+}
+
+/// The role of stream batches under `env`'s layout (only `PRECISE_TTL_INDEX_LAYOUT` is read:
+/// the archive consumer needs no other setting).
+pub fn stream_role(env: &BTreeMap<String, String>) -> Result<StreamRole, ConfigError> {
+    let layout = env.get(&settings::env_name(INDEX_LAYOUT));
+    Ok(match layout_is_queue(layout.map(String::as_str))? {
+        true => StreamRole::Index,
+        false => StreamRole::Archive,
+    })
+}
+
+/// Whether `value` of `index-layout` names the stream-queue layout; other layouts are refused.
+fn layout_is_queue(value: Option<&str>) -> Result<bool, ConfigError> {
+    match value {
+        None | Some("") | Some("sharded") => Ok(false),
+        Some("stream-queue") => Ok(true),
+        Some(v) => Err(ConfigError::Invalid(SettingError::Invalid {
+            name: INDEX_LAYOUT,
+            why: Invalid(format!(
+                "{v:?} is not sharded or stream-queue (the function sweeps those two; blog-window runs with `precise-ttl run`)"
+            )),
+        })),
+    }
+}
+
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum ConfigError {
     #[error("no table: set PRECISE_TTL_TABLE on the function, or \"table\" in the event")]
@@ -69,6 +126,8 @@ pub enum ConfigError {
 pub struct LambdaConfig {
     pub table: String,
     pub layout: TtlLayout,
+    /// The shard index, or the expiry queue.
+    pub index: IndexLayout,
     /// `None`: no leases (`no-leases`).
     pub lease_table: Option<String>,
     pub lease_duration: Duration,
@@ -133,6 +192,25 @@ impl LambdaConfig {
         };
 
         let table = get(TABLE).ok_or(ConfigError::NoTable)?;
+        let index = match (
+            layout_is_queue(get(INDEX_LAYOUT).as_deref())?,
+            get(QUEUE_TABLE),
+        ) {
+            (true, queue) => IndexLayout::StreamQueue {
+                queue_table: queue.unwrap_or_else(|| default_queue_table(&table)),
+            },
+            (false, None) => IndexLayout::Sharded,
+            // A queue named for a sharded sweep is a half-made switch: say so rather than sweep
+            // the index and leave the queue unread.
+            (false, Some(queue)) => {
+                return Err(ConfigError::Invalid(SettingError::Invalid {
+                    name: QUEUE_TABLE,
+                    why: Invalid(format!(
+                        "{queue:?} is set but index-layout is sharded: set index-layout to stream-queue, or unset queue-table"
+                    )),
+                }));
+            }
+        };
         let shards = settings::shards(&read(settings::SHARDS))
             .map_err(|why| invalid(settings::SHARDS, why))?;
         let shards = ShardCount::new(shards)
@@ -163,6 +241,7 @@ impl LambdaConfig {
         Ok(LambdaConfig {
             table,
             layout,
+            index,
             lease_table: (!flag(NO_LEASES)?).then(|| read(settings::LEASE_TABLE)),
             lease_duration,
             worker_id: get(WORKER_ID),
@@ -193,6 +272,8 @@ mod tests {
             settings::SHARD_ATTRIBUTE.name,
             settings::SHARDS.name,
             settings::INDEX_NAME.name,
+            INDEX_LAYOUT,
+            QUEUE_TABLE,
             settings::LEASE_TABLE.name,
             settings::LEASE_DURATION.name,
             NO_LEASES,
@@ -273,6 +354,56 @@ mod tests {
         }
         let err = LambdaConfig::resolve(&env, &map(&[("tabel", "x")])).unwrap_err();
         assert_eq!(err, ConfigError::Unknown("tabel".into()));
+    }
+
+    #[test]
+    fn the_layout_picks_the_queue_and_the_role_of_stream_batches() {
+        let env = map(&[("PRECISE_TTL_TABLE", "sessions")]);
+        let c = LambdaConfig::resolve(&env, &BTreeMap::new()).unwrap();
+        assert_eq!(c.index, IndexLayout::Sharded);
+        assert_eq!(stream_role(&env).unwrap(), StreamRole::Archive);
+        let queue = map(&[
+            ("PRECISE_TTL_TABLE", "sessions"),
+            ("PRECISE_TTL_INDEX_LAYOUT", "stream-queue"),
+        ]);
+        let c = LambdaConfig::resolve(&queue, &BTreeMap::new()).unwrap();
+        assert_eq!(
+            c.index,
+            IndexLayout::StreamQueue {
+                queue_table: "sessions-precise-ttl-queue".into()
+            }
+        );
+        assert_eq!(stream_role(&queue).unwrap(), StreamRole::Index);
+        let c = LambdaConfig::resolve(&queue, &map(&[("queue-table", "q")])).unwrap();
+        assert_eq!(
+            c.index,
+            IndexLayout::StreamQueue {
+                queue_table: "q".into()
+            }
+        );
+        // The event may switch one invocation to the sharded layout, and sharded is a value.
+        let c = LambdaConfig::resolve(&queue, &map(&[("index-layout", "sharded")])).unwrap();
+        assert_eq!(c.index, IndexLayout::Sharded);
+        // The archive consumer needs no table.
+        let archive = map(&[("PRECISE_TTL_INDEX_LAYOUT", "sharded")]);
+        assert_eq!(stream_role(&archive).unwrap(), StreamRole::Archive);
+    }
+
+    #[test]
+    fn other_layouts_and_a_queue_without_its_layout_are_refused_in_one_line() {
+        let env = map(&[("PRECISE_TTL_TABLE", "t")]);
+        for layout in ["blog-window", "queue", "Stream-Queue"] {
+            let err = LambdaConfig::resolve(&env, &map(&[("index-layout", layout)])).unwrap_err();
+            let line = err.to_string();
+            assert!(line.starts_with("index-layout: "), "{line}");
+            assert!(line.contains("sharded or stream-queue"), "{line}");
+            assert!(!line.contains('\n'), "{line}");
+            let bad = map(&[("PRECISE_TTL_INDEX_LAYOUT", layout)]);
+            assert_eq!(stream_role(&bad).unwrap_err(), err);
+        }
+        let err = LambdaConfig::resolve(&env, &map(&[("queue-table", "q")])).unwrap_err();
+        assert!(err.to_string().starts_with("queue-table: "), "{err}");
+        assert!(err.to_string().contains("stream-queue"), "{err}");
     }
 
     /// `run`'s minimums and checks, not looser ones of the function's own.

@@ -7,11 +7,10 @@ use crate::emf::{Document, Unit};
 use crate::event::{EventError, overrides};
 use precise_ttl_core::removal::{ResolutionRule, ResolutionSetting, StreamSource};
 use precise_ttl_core::{ErrorClass, Timestamp};
-use precise_ttl_dynamodb::{AdapterError, ConnectOptions, Dynamo, DynamoStore, LeaseTable};
+use precise_ttl_dynamodb::{AdapterError, ConnectOptions, Dynamo, LeaseTable};
 use precise_ttl_engine::lease::LeaseConfig;
 use precise_ttl_engine::settings::{Invalid, SettingError};
-use precise_ttl_engine::worker::run_worker;
-use precise_ttl_engine::{Clock, Daemon, DaemonError, LagSummary, SharedPartitioning, SystemClock};
+use precise_ttl_engine::{Clock, DaemonError, LagSummary, SystemClock};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -40,6 +39,8 @@ pub enum InvokeError {
     TooShort { remaining_ms: i64, margin_ms: u128 },
     #[error("{0}")]
     Archive(String),
+    #[error("{0}")]
+    Index(#[from] crate::index_event::IndexError),
 }
 
 /// What an invocation returns (and logs).
@@ -96,8 +97,8 @@ impl From<LagSummary> for Lag {
 /// environment variables and the default worker id.
 #[derive(Debug)]
 pub struct Environment {
-    dynamo: Result<Dynamo, String>,
-    env: BTreeMap<String, String>,
+    pub(crate) dynamo: Result<Dynamo, String>,
+    pub(crate) env: BTreeMap<String, String>,
     worker: String,
     cold: AtomicBool,
     init: Duration,
@@ -108,6 +109,9 @@ pub struct Environment {
     /// has seen (what `auto` learnt lives as long as the environment; a cold one starts again
     /// from the stream's ARN and endpoint), and when it last warned of REMOVEs left out.
     streams: std::sync::Mutex<StreamState>,
+    /// As the expiry queue's indexer: the table's key names, partition key first, read once the
+    /// queue table is checked (see [`crate::index_event`]).
+    pub(crate) queue_keys: tokio::sync::OnceCell<Vec<String>>,
 }
 
 #[derive(Debug, Default)]
@@ -145,6 +149,7 @@ impl Environment {
             init: started.elapsed(),
             archive: tokio::sync::OnceCell::new(),
             streams: std::sync::Mutex::default(),
+            queue_keys: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -287,12 +292,7 @@ impl Environment {
             .unwrap_or_else(|| self.worker.clone());
 
         let Some((store, leases)) = until_open(stop_at, || async {
-            let mut store = DynamoStore::open(dynamo.clone(), &config.table, config.layout.clone())
-                .await?
-                .with_delete_mode(config.delete_mode);
-            if let Some(sink) = archive {
-                store = store.with_archive(sink.clone());
-            }
+            let store = crate::sweep::Store::open(&dynamo, &config, archive).await?;
             let leases = match &config.lease_table {
                 None => None,
                 Some(name) => {
@@ -300,7 +300,7 @@ impl Environment {
                         dynamo.clone(),
                         name,
                         &config.table,
-                        &config.layout.index_name,
+                        crate::sweep::lease_scope(&config),
                     )
                     .await?;
                     let lease = LeaseConfig::new(worker.clone(), config.lease_duration);
@@ -321,15 +321,7 @@ impl Environment {
                 cold,
             ));
         };
-        let shards: SharedPartitioning<_> = Arc::new(config.layout.shards);
-        let daemon_config = config.daemon_for(store.write_capacity());
-        let daemon = Daemon::new(
-            Arc::new(store),
-            dynamo.store_clock.clone(),
-            shards,
-            daemon_config,
-        );
-        let report = run_worker(daemon, leases, tokio::time::sleep_until(stop_at)).await;
+        let report = store.run(&dynamo, &config, leases, stop_at).await;
         if let Some(sink) = archive {
             // Records spooled in /tmp must be in S3 before the environment may be frozen or
             // recycled; the drain's half of the margin is left for it.

@@ -2,9 +2,14 @@
 //! environment, then serves invocations through the Lambda Runtime API. Logs are JSON lines;
 //! each invocation's metrics follow its report as CloudWatch EMF lines on standard output.
 //! Started outside Lambda, it says so in one line and exits 2.
+//!
+//! Three kinds of invocation: a schedule's (sweep until the deadline), and a DynamoDB Streams
+//! batch of the table, indexed into the expiry queue when the function's layout is
+//! `stream-queue`, else answered with its expiry records (the archive consumer).
 
 use lambda_runtime::{LambdaEvent, service_fn};
 use precise_ttl_lambda::Environment;
+use precise_ttl_lambda::config::StreamRole;
 use precise_ttl_lambda::invoke::{emf_documents, stream_emf_documents};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -75,8 +80,37 @@ async fn serve() -> Result<(), lambda_runtime::Error> {
         let function = function.clone();
         async move {
             let (payload, context) = event.into_parts();
-            // The table's stream as the event source: archive its expiries, do not sweep.
-            if precise_ttl_lambda::stream_event::is_stream_event(&payload) {
+            // The table's stream as the event source: index its changes into the expiry queue
+            // (the stream-queue layout) or archive its expiries; do not sweep.
+            let is_stream = precise_ttl_lambda::stream_event::is_stream_event(&payload);
+            let role = match is_stream {
+                true => Some(
+                    environment
+                        .stream_role()
+                        .map_err(|e| lambda_runtime::Error::from(e.to_string()))?,
+                ),
+                false => None,
+            };
+            if role == Some(StreamRole::Index) {
+                // A failed batch is an error: the event source mapping retries it.
+                return match Box::pin(environment.index_batch(&payload)).await {
+                    Ok(batch) => {
+                        tracing::info!(
+                            records = batch.records,
+                            entries = batch.entries,
+                            unchanged = batch.unchanged,
+                            no_ttl = batch.no_ttl,
+                            "stream batch indexed"
+                        );
+                        serde_json::to_value(&batch).map_err(lambda_runtime::Error::from)
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "stream batch not indexed; the mapping retries it");
+                        Err(lambda_runtime::Error::from(e.to_string()))
+                    }
+                };
+            }
+            if is_stream {
                 return match environment.stream_batch(&payload) {
                     Ok(batch) => {
                         for line in &batch.lines {

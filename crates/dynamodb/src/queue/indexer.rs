@@ -4,11 +4,15 @@
 //! old image's ([`precise_ttl_core::queue::decide`]). A page is checkpointed past only once its
 //! entries are written.
 //!
+//! The records → entries rule is [`entries_for`] and the write [`write_entries`], shared with
+//! the Lambda function, which is handed the stream's records by an event source mapping instead
+//! of tailing the stream (the mapping keeps the checkpoints).
+//!
 //! With a stream of new images only (`NEW_IMAGE`) the old TTL is unknown, so every write of an
 //! item with a TTL writes its entry again (the same entry: harmless, one write unit); with new
 //! and old images (`NEW_AND_OLD_IMAGES`) a write that leaves the TTL as it was writes nothing.
 
-use super::{QueueTable, entry_item};
+use super::{QueueKey, QueueTable, entry_key, queue_item};
 use crate::archive_stream::convert::convert;
 use crate::connect::Dynamo;
 use crate::error::AdapterError;
@@ -16,11 +20,11 @@ use crate::item::{ItemKey, ttl_value};
 use crate::lease::LeaseTable;
 use crate::stream_tail::{PageConsumer, StreamTail};
 use crate::table::TableShape;
-use aws_sdk_dynamodb::types::StreamViewType;
+use aws_sdk_dynamodb::types::{AttributeValue, StreamViewType};
 use aws_sdk_dynamodbstreams::types::{AttributeValue as StreamValue, OperationType, Record};
 use precise_ttl_core::queue::{INDEXER_BUCKETS, stream_bucket};
 use precise_ttl_core::queue::{Indexing, SkipReason, decide};
-use precise_ttl_core::{ErrorClass, ShardCount};
+use precise_ttl_core::{ErrorClass, ShardCount, Timestamp};
 use precise_ttl_engine::Clock;
 use precise_ttl_engine::lease::{LeaseConfig, Leases};
 use std::collections::{BTreeSet, HashMap};
@@ -51,6 +55,95 @@ pub struct IndexerReport {
     pub no_ttl: u64,
     /// Changes that left the TTL as it was.
     pub unchanged: u64,
+}
+
+impl IndexerReport {
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: IndexerReport) {
+        self.entries += other.entries;
+        self.no_ttl += other.no_ttl;
+        self.unchanged += other.unchanged;
+    }
+}
+
+/// One insert or change of an application item as its stream record tells it (a REMOVE is no
+/// change to index): the input of [`entries_for`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TtlChange {
+    /// The record's `Keys`: the item's key attributes, by name.
+    pub keys: HashMap<String, AttributeValue>,
+    /// The old image's TTL attribute; `None` without an old image (an insert, or a stream of new
+    /// images only) or without the attribute in it: both mean "not this expiry already".
+    pub old_ttl: Option<AttributeValue>,
+    /// The new image's TTL attribute; `None` when the new image has none.
+    pub new_ttl: Option<AttributeValue>,
+}
+
+/// The queue entries `changes` call for at `now` ([`decide`]), each once, in the order of the
+/// changes, and the counts. `key_names` are the application table's key attributes, partition
+/// key first (the entry's digest and shard depend on which is which, and a record's `Keys` map
+/// does not say). A change that writes an entry without every key attribute in its `Keys` is an
+/// error: the records are not the table's.
+pub fn entries_for(
+    changes: &[TtlChange],
+    key_names: &[String],
+    shards: ShardCount,
+    now: Timestamp,
+) -> Result<(Vec<QueueKey>, IndexerReport), AdapterError> {
+    let mut report = IndexerReport::default();
+    let mut entries: Vec<QueueKey> = Vec::new();
+    // An item whose TTL goes A, B, A within one batch, or any write of it on a stream of new
+    // images only, calls for the same entry twice: one BatchWriteItem refuses a key twice.
+    let mut seen = std::collections::HashSet::new();
+    for change in changes {
+        let new = ttl_value(change.new_ttl.as_ref());
+        let old = ttl_value(change.old_ttl.as_ref());
+        match decide(Some(&old), &new, now) {
+            Indexing::Put(expiry) => {
+                let attributes: Option<Vec<_>> = key_names
+                    .iter()
+                    .map(|name| change.keys.get(name).map(|v| (name.clone(), v.clone())))
+                    .collect();
+                let Some(attributes) = attributes else {
+                    return Err(fatal(format!(
+                        "a stream record lacks the table's key attributes {key_names:?} (its keys: {:?})",
+                        change.keys.keys().collect::<BTreeSet<_>>()
+                    )));
+                };
+                let item = ItemKey::new(attributes);
+                let entry = entry_key(&item, expiry, shards);
+                if seen.insert((entry.shard, entry.sort.clone())) {
+                    entries.push(QueueKey {
+                        item,
+                        shard: entry.shard,
+                        due: entry.sort,
+                    });
+                }
+            }
+            Indexing::Skip(SkipReason::Unchanged) => report.unchanged += 1,
+            Indexing::Skip(SkipReason::NoTtl | SkipReason::TooOld) => report.no_ttl += 1,
+        }
+    }
+    report.entries = entries.len() as u64;
+    Ok((entries, report))
+}
+
+/// Writes the entries `changes` call for into `queue` ([`entries_for`], at the store's clock),
+/// in BatchWriteItem calls until none is left unprocessed; returns once every entry is durable.
+/// Entries are idempotent: a batch written again (a retry after a failure) changes nothing.
+pub async fn write_entries(
+    dynamo: &Dynamo,
+    queue: &str,
+    key_names: &[String],
+    shards: ShardCount,
+    changes: &[TtlChange],
+) -> Result<IndexerReport, AdapterError> {
+    let now = dynamo.store_clock.now();
+    let (entries, report) = entries_for(changes, key_names, shards, now)?;
+    let items = entries.iter().map(queue_item).collect();
+    let units = crate::bulk::put_all(dynamo, queue, items, |_| {}).await?;
+    crate::store::record_capacity("queue_put", Some(units));
+    Ok(report)
 }
 
 /// The indexer of one table's stream into its queue, ready to run.
@@ -131,58 +224,43 @@ struct EntryWriter {
 
 impl PageConsumer for EntryWriter {
     async fn consume(&mut self, records: &[Record]) -> Result<(), AdapterError> {
-        let now = self.dynamo.store_clock.now();
-        let mut puts = Vec::new();
-        for record in records {
-            if !matches!(
-                record.event_name(),
-                Some(OperationType::Insert | OperationType::Modify)
-            ) {
-                continue;
-            }
-            let Some(change) = record.dynamodb() else {
-                continue;
-            };
-            let ttl = |image: Option<&HashMap<String, StreamValue>>| {
-                image.map(|i| i.get(&self.ttl_attribute).map(convert))
-            };
-            let Some(new) = ttl(change.new_image()) else {
-                continue;
-            };
-            let old = ttl(change.old_image());
-            let new_value = ttl_value(new.as_ref());
-            let old_value = old.as_ref().map(|o| ttl_value(o.as_ref()));
-            match decide(old_value.as_ref(), &new_value, now) {
-                Indexing::Put(expiry) => {
-                    let Some(key) = self.item_key(change.keys()) else {
-                        return Err(fatal(format!(
-                            "a stream record of the table lacks its key attributes {:?}",
-                            self.key_names
-                        )));
-                    };
-                    puts.push(entry_item(&key, expiry, self.shards));
-                }
-                Indexing::Skip(SkipReason::Unchanged) => self.report.unchanged += 1,
-                Indexing::Skip(SkipReason::NoTtl | SkipReason::TooOld) => self.report.no_ttl += 1,
-            }
-        }
-        let written = puts.len() as u64;
-        let units = crate::bulk::put_all(&self.dynamo, self.queue.name(), puts, |_| {}).await?;
-        crate::store::record_capacity("queue_put", Some(units));
-        self.report.entries += written;
-        Ok(())
-    }
-}
-
-impl EntryWriter {
-    fn item_key(&self, keys: Option<&HashMap<String, StreamValue>>) -> Option<ItemKey> {
-        let keys = keys?;
-        let attributes: Option<Vec<_>> = self
-            .key_names
+        let changes: Vec<TtlChange> = records
             .iter()
-            .map(|name| keys.get(name).map(|v| (name.clone(), convert(v))))
+            .filter(|r| {
+                matches!(
+                    r.event_name(),
+                    Some(OperationType::Insert | OperationType::Modify)
+                )
+            })
+            .filter_map(|r| r.dynamodb())
+            // Without a new image there is nothing to index (the stream's view is checked when
+            // the indexer opens: this is a record of another shape, left as before).
+            .filter_map(|change| {
+                let ttl = |image: &HashMap<String, StreamValue>| {
+                    image.get(&self.ttl_attribute).map(convert)
+                };
+                Some(TtlChange {
+                    keys: change
+                        .keys()
+                        .into_iter()
+                        .flatten()
+                        .map(|(name, v)| (name.clone(), convert(v)))
+                        .collect(),
+                    old_ttl: change.old_image().and_then(ttl),
+                    new_ttl: ttl(change.new_image()?),
+                })
+            })
             .collect();
-        Some(ItemKey::new(attributes?))
+        let written = write_entries(
+            &self.dynamo,
+            self.queue.name(),
+            &self.key_names,
+            self.shards,
+            &changes,
+        )
+        .await?;
+        self.report.add(written);
+        Ok(())
     }
 }
 
@@ -220,5 +298,76 @@ fn fatal(message: String) -> AdapterError {
         operation: "indexer",
         class: ErrorClass::Fatal,
         message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: Timestamp = Timestamp::from_secs(1_800_000_000);
+
+    fn change(pk: &str, old: Option<&str>, new: Option<&str>) -> TtlChange {
+        let n = |v: &str| AttributeValue::N(v.to_string());
+        TtlChange {
+            keys: HashMap::from([
+                ("pk".to_string(), AttributeValue::S(pk.to_string())),
+                ("sk".to_string(), n("7")),
+            ]),
+            old_ttl: old.map(n),
+            new_ttl: new.map(n),
+        }
+    }
+
+    fn names() -> Vec<String> {
+        vec!["pk".into(), "sk".into()]
+    }
+
+    #[test]
+    fn changes_write_one_entry_per_new_expiry_and_count_the_rest() {
+        let shards = ShardCount::new(8).unwrap();
+        let changes = [
+            change("a", None, Some("1800000060")),
+            change("a", Some("1800000060"), Some("1800000120")),
+            change("a", Some("1800000120"), Some("1800000120")),
+            change("b", Some("1800000060"), None),
+            change("c", None, Some("1500000000")),
+            // The first entry again (A, B, A in one batch): written once.
+            change("a", Some("1800000120"), Some("1800000060")),
+        ];
+        let (entries, report) = entries_for(&changes, &names(), shards, NOW).unwrap();
+        assert_eq!(
+            report,
+            IndexerReport {
+                entries: 2,
+                no_ttl: 2,
+                unchanged: 1
+            }
+        );
+        assert_eq!(entries.len(), 2);
+        let item = &entries[0].item;
+        // Partition key first, whatever the order of the record's `Keys`.
+        assert_eq!(item.attributes()[0].0, "pk");
+        let expected = entry_key(
+            item,
+            precise_ttl_core::Expiry::parse_number("1800000060").unwrap(),
+            shards,
+        );
+        assert_eq!(
+            (entries[0].shard, &entries[0].due),
+            (expected.shard, &expected.sort)
+        );
+        assert!(entries[1].due > entries[0].due);
+    }
+
+    #[test]
+    fn a_change_without_the_tables_keys_is_an_error_only_when_it_writes() {
+        let shards = ShardCount::new(8).unwrap();
+        let mut keyless = change("a", None, Some("1800000060"));
+        keyless.keys.remove("sk");
+        let err = entries_for(&[keyless.clone()], &names(), shards, NOW).unwrap_err();
+        assert!(err.to_string().contains("\"sk\""), "{err}");
+        keyless.new_ttl = None;
+        assert!(entries_for(&[keyless], &names(), shards, NOW).is_ok());
     }
 }

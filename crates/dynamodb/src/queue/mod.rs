@@ -105,6 +105,11 @@ impl QueueTable {
         Ok(true)
     }
 
+    /// Checks that the queue table exists with the queue's keys (one DescribeTable).
+    pub async fn check(&self) -> Result<(), AdapterError> {
+        check_keys(&TableShape::require(&self.dynamo, &self.name).await?)
+    }
+
     /// Writes the entry of `item` expiring at `expiry` (idempotent: the same item and expiry
     /// always make the same entry).
     pub async fn put(
@@ -237,13 +242,22 @@ fn entry_item(
     shards: ShardCount,
 ) -> HashMap<String, AttributeValue> {
     let entry = entry_key(item, expiry, shards);
+    queue_item(&QueueKey {
+        item: item.clone(),
+        shard: entry.shard,
+        due: entry.sort,
+    })
+}
+
+/// `entry` as an item of the queue table.
+fn queue_item(entry: &QueueKey) -> HashMap<String, AttributeValue> {
     HashMap::from([
         (
             SHARD.to_string(),
             AttributeValue::N(entry.shard.0.to_string()),
         ),
-        (DUE.to_string(), AttributeValue::S(entry.sort)),
-        (KEY.to_string(), AttributeValue::M(item.to_map())),
+        (DUE.to_string(), AttributeValue::S(entry.due.clone())),
+        (KEY.to_string(), AttributeValue::M(entry.item.to_map())),
     ])
 }
 

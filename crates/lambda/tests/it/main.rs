@@ -1,6 +1,8 @@
 //! The real `precise-ttl-lambda` binary on a local Lambda Runtime API (the bench driver's
 //! [`LocalLambda`]) against DynamoDB Local: scheduled, overlapping invocations, and a
-//! misconfigured function.
+//! misconfigured function; the stream-queue layout in [`stream_queue`].
+
+mod stream_queue;
 
 use precise_ttl_bench_driver::{
     BenchConfig, DaemonCommand, Function, LambdaPlan, LocalLambda, NoProgress,
