@@ -35,6 +35,10 @@ pub async fn run(global: &Global, args: &BackfillArgs) -> anyhow::Result<Outcome
         IndexLayout::StreamQueue => Some(QueueTable::new(dynamo.clone(), &global.queue_table()?)),
         _ => None,
     };
+    if let Some(queue) = &queue {
+        // Missing, it would fail at the first entry, after the scan began.
+        queue.check().await?;
+    }
     let scan = TableScan::open(dynamo, table, layout.clone()).await?;
     let path = args.checkpoint.clone().unwrap_or_else(|| {
         PathBuf::from(match &queue {

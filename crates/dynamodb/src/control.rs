@@ -56,10 +56,20 @@ pub async fn ensure_table(
             Err(e) => return Err(AdapterError::from_sdk("CreateTable", &endpoint, e)),
         }
     }
+    wait_active(dynamo, name, what).await?;
+    Ok(created)
+}
+
+/// Waits (two minutes at most) until table `name` is ACTIVE; `what` names it in errors.
+pub(crate) async fn wait_active(
+    dynamo: &Dynamo,
+    name: &str,
+    what: &str,
+) -> Result<(), AdapterError> {
     let started = std::time::Instant::now();
     loop {
         match TableShape::describe(dynamo, name).await? {
-            Some(shape) if shape.status == "ACTIVE" => return Ok(created),
+            Some(shape) if shape.status == "ACTIVE" => return Ok(()),
             _ if started.elapsed() > Duration::from_secs(120) => {
                 return Err(AdapterError::WaitTimedOut {
                     what: format!("{what} {name:?} to become ACTIVE"),

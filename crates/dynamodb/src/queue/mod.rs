@@ -102,6 +102,8 @@ impl QueueTable {
             .map_err(|e| {
                 AdapterError::from_sdk("CreateTable", &self.dynamo.describe_endpoint(), e)
             })?;
+        // Setup's next step (backfill, run) writes to it at once.
+        crate::control::wait_active(&self.dynamo, &self.name, "the expiry queue table").await?;
         Ok(true)
     }
 
