@@ -169,3 +169,90 @@ async fn a_stream_without_new_images_stops_setup_with_what_to_do() {
             .is_none()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_splits_the_indexers_leases_and_indexes_each_change_once() {
+    let app = TestTable::bare().await;
+    let (queue, leases, checkpoints) = (TestTable::named(), TestTable::named(), TestTable::named());
+    let lease_flag = ["--lease-table", leases.name.as_str()];
+    queue_cmd("setup", &app, &queue, &lease_flag)
+        .arg("--no-native-ttl")
+        .assert()
+        .success();
+    let worker = |id: &str| {
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"));
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("PRECISE_TTL_ENDPOINT_URL", crate::support::endpoint())
+            .args([
+                "run",
+                "--table",
+                &app.name,
+                "--index-layout",
+                "stream-queue",
+            ])
+            .args(["--queue-table", &queue.name])
+            .args(["--indexer-checkpoint-table", &checkpoints.name])
+            .args(lease_flag)
+            .args(["--worker-id", id, "--lease-duration", "3s"])
+            .args(["--for", "14s", "--poll-interval", "200ms"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (worker("a"), worker("b"));
+    // Both hold some of the indexer's 16 buckets once the leases have settled.
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    let indexer_leases = precise_ttl_dynamodb::LeaseTable::open(
+        app.dynamo.clone(),
+        &leases.name,
+        &app.name,
+        "#stream-indexer",
+    )
+    .await
+    .unwrap()
+    .all()
+    .await
+    .unwrap();
+    let owners: std::collections::BTreeSet<_> = indexer_leases
+        .iter()
+        .filter_map(|l| l.record.owner.clone())
+        .collect();
+    assert_eq!(indexer_leases.len(), 16);
+    assert_eq!(owners, ["a".to_string(), "b".to_string()].into());
+    for i in 0..40 {
+        app.put(item(&format!("due-{i}"), &[("ttl", at(2_000))]))
+            .await;
+    }
+    for i in 0..10 {
+        app.put(item(&format!("later-{i}"), &[("ttl", at(3_600_000))]))
+            .await;
+    }
+    let mut written = 0;
+    for child in [a, b] {
+        let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+            .await
+            .unwrap()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let line = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("indexer: entries written "))
+            .unwrap_or_else(|| panic!("no indexer line: {stdout}"));
+        written += line.split(',').next().unwrap().parse::<u64>().unwrap();
+    }
+    // Each change indexed by the one worker holding its stream shard's bucket (a bucket that
+    // moved between the two would be read again from its checkpoint: more, never fewer).
+    assert!((50..=100).contains(&written), "{written}");
+    for i in 0..40 {
+        assert!(app.get(&format!("due-{i}")).await.is_none(), "due-{i}");
+    }
+    assert_eq!(app.count().await, 10);
+    assert_eq!(queue.count().await, 10);
+}
