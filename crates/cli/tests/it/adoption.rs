@@ -1,11 +1,10 @@
 //! Adoption on an existing table: `backfill` (interrupted and resumed, with a writer racing it),
 //! `doctor` against planted problems, and sweeping the 2022 blog's window index after downtime.
 
-use crate::support::{TestTable, endpoint, item, n, now, precise_ttl, s};
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, KeySchemaElement, KeyType, Projection, ProjectionType,
-    ScalarAttributeType,
+use crate::support::{
+    TestTable, attribute_def, endpoint, item, key_element, keys_only, n, now, precise_ttl, s,
 };
+use aws_sdk_dynamodb::types::{AttributeValue, KeyType, ScalarAttributeType};
 use precise_ttl_core::{ShardCount, Timestamp, WindowFormat, WindowSpec};
 use precise_ttl_dynamodb::{CheckpointTable, SetupOptions, setup};
 use std::collections::HashMap;
@@ -133,15 +132,7 @@ async fn backfill_of_50k_items_interrupted_and_resumed_indexes_each_exactly_once
             written_by_writer.push(pk);
         } else {
             // Deleted while backfill runs: must not come back as a shard-only item.
-            table
-                .dynamo
-                .write
-                .delete_item()
-                .table_name(&table.name)
-                .key("pk", s(&pk))
-                .send()
-                .await
-                .unwrap();
+            table.delete(&pk).await;
             deleted.push(pk);
         }
     }
@@ -403,44 +394,16 @@ async fn blog_table() -> TestTable {
         .query
         .update_table()
         .table_name(&table.name)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("expirationWindow")
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .unwrap(),
-        )
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("ttl")
-                .attribute_type(ScalarAttributeType::N)
-                .build()
-                .unwrap(),
-        )
+        .attribute_definitions(attribute_def("expirationWindow", ScalarAttributeType::S))
+        .attribute_definitions(attribute_def("ttl", ScalarAttributeType::N))
         .global_secondary_index_updates(
             aws_sdk_dynamodb::types::GlobalSecondaryIndexUpdate::builder()
                 .create(
                     aws_sdk_dynamodb::types::CreateGlobalSecondaryIndexAction::builder()
                         .index_name("expiration-window")
-                        .key_schema(
-                            KeySchemaElement::builder()
-                                .attribute_name("expirationWindow")
-                                .key_type(KeyType::Hash)
-                                .build()
-                                .unwrap(),
-                        )
-                        .key_schema(
-                            KeySchemaElement::builder()
-                                .attribute_name("ttl")
-                                .key_type(KeyType::Range)
-                                .build()
-                                .unwrap(),
-                        )
-                        .projection(
-                            Projection::builder()
-                                .projection_type(ProjectionType::KeysOnly)
-                                .build(),
-                        )
+                        .key_schema(key_element("expirationWindow", KeyType::Hash))
+                        .key_schema(key_element("ttl", KeyType::Range))
+                        .projection(keys_only())
                         .build()
                         .unwrap(),
                 )
@@ -457,17 +420,11 @@ async fn blog_table() -> TestTable {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     loop {
-        let d = table
-            .dynamo
-            .query
-            .describe_table()
-            .table_name(&table.name)
-            .send()
+        let active = table
+            .describe()
             .await
-            .unwrap();
-        let active = d
-            .table()
-            .and_then(|t| t.global_secondary_indexes().first())
+            .global_secondary_indexes()
+            .first()
             .and_then(|i| i.index_status())
             .is_some_and(|s| s.as_str() == "ACTIVE");
         if active {

@@ -1,7 +1,7 @@
 //! Shard leases against DynamoDB Local: the lease table's conditional writes under the engine's
 //! lease rules (acquire, steal to an even split, lost renewal, expiry after a kill, release).
 
-use crate::support::{dynamo, endpoint};
+use crate::support::{delete_table_if_any, dynamo, endpoint};
 use precise_ttl_dynamodb::{AdapterError, Dynamo, LeaseTable, create_lease_table};
 use precise_ttl_engine::lease::{Beating, LeaseConfig, Leases};
 use std::sync::Arc;
@@ -112,7 +112,7 @@ async fn leases_split_fail_over_and_hand_over_through_the_lease_table() {
             .all(|l| l.record.owner.is_none()),
         "all released"
     );
-    let _ = dynamo().query.delete_table().table_name(&name).send().await;
+    delete_table_if_any(&dynamo(), &name).await;
 }
 
 /// A metric without labels, read from a `/metrics` page.

@@ -8,7 +8,7 @@
 //! and nothing later), then signals it after 0 to 475 ms: from the first instant the claim holds
 //! through the start-up of the command.
 
-use crate::support::{endpoint, table_with_index};
+use crate::support::{delete_table_if_any, endpoint, table_with_index};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -116,13 +116,7 @@ async fn sigterm_while_archive_starts_exits_0() {
     .await
     .unwrap();
     let _ = std::fs::remove_dir_all(&dir);
-    let _ = table
-        .dynamo
-        .query
-        .delete_table()
-        .table_name(&checkpoints)
-        .send()
-        .await;
+    delete_table_if_any(&table.dynamo, &checkpoints).await;
 }
 
 /// The earliest stop there is: SIGTERM while `main` has not even read its config file (a FIFO

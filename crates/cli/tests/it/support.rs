@@ -1,8 +1,8 @@
 //! Shared test bed: the DynamoDB Local instance, table guards, item writers.
 
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, PutRequest,
-    ScalarAttributeType, WriteRequest,
+    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
+    KeyType, Projection, ProjectionType, PutRequest, ScalarAttributeType, WriteRequest,
 };
 use precise_ttl_core::{ShardCount, Timestamp, TtlLayout};
 use precise_ttl_dynamodb::{Dynamo, DynamoDbLocal};
@@ -120,20 +120,8 @@ impl TestTable {
             .billing_mode(BillingMode::PayPerRequest);
         for (name, t, role) in keys {
             req = req
-                .attribute_definitions(
-                    AttributeDefinition::builder()
-                        .attribute_name(*name)
-                        .attribute_type(t.clone())
-                        .build()
-                        .unwrap(),
-                )
-                .key_schema(
-                    KeySchemaElement::builder()
-                        .attribute_name(*name)
-                        .key_type(role.clone())
-                        .build()
-                        .unwrap(),
-                );
+                .attribute_definitions(attribute_def(name, t.clone()))
+                .key_schema(key_element(name, role.clone()));
         }
         req.send().await.expect("create table");
         table
@@ -145,6 +133,19 @@ impl TestTable {
             name: format!("precise-ttl-test-{:016x}", fastrand::u64(..)),
             dynamo: dynamo(),
         }
+    }
+
+    /// The table as DynamoDB describes it now.
+    pub async fn describe(&self) -> aws_sdk_dynamodb::types::TableDescription {
+        self.dynamo
+            .query
+            .describe_table()
+            .table_name(&self.name)
+            .send()
+            .await
+            .expect("describe the table")
+            .table
+            .expect("a table description")
     }
 
     /// Turns DynamoDB's own TTL on for `attribute` (DynamoDB Local then deletes expired items too).
@@ -199,6 +200,18 @@ impl TestTable {
                 .await
                 .expect("batch write");
         }
+    }
+
+    /// Deletes the item `pk`, as an application does (not an expiry).
+    pub async fn delete(&self, pk: &str) {
+        self.dynamo
+            .write
+            .delete_item()
+            .table_name(&self.name)
+            .key("pk", s(pk))
+            .send()
+            .await
+            .expect("delete an item");
     }
 
     pub async fn get(&self, pk: &str) -> Option<HashMap<String, AttributeValue>> {
@@ -286,17 +299,29 @@ impl Drop for TestTable {
                 .enable_all()
                 .build()
                 .unwrap();
-            rt.block_on(async {
-                let _ = Dynamo::local(&endpoint)
-                    .query
-                    .delete_table()
-                    .table_name(name)
-                    .send()
-                    .await;
-            });
+            rt.block_on(delete_table_if_any(&Dynamo::local(&endpoint), &name));
         })
         .join();
     }
+}
+
+/// Deletes table `name` if it is there: the tables a test's commands make besides its
+/// [`TestTable`] (checkpoints, leases). Best effort, as at the end of a test that passed.
+pub async fn delete_table_if_any(dynamo: &Dynamo, name: &str) {
+    let _ = dynamo.query.delete_table().table_name(name).send().await;
+}
+
+/// `count` items that are not due for ten minutes, `later-0` up, on shards 0 to 15: what a
+/// test's commands must leave alone.
+pub fn later_items(count: u64) -> Vec<HashMap<String, AttributeValue>> {
+    (0..count)
+        .map(|i| {
+            item(
+                &format!("later-{i}"),
+                &[("ttl", at(600_000)), ("ttl_shard", n(i % 16))],
+            )
+        })
+        .collect()
 }
 
 pub fn s(v: &str) -> AttributeValue {
@@ -305,6 +330,71 @@ pub fn s(v: &str) -> AttributeValue {
 
 pub fn n(v: impl ToString) -> AttributeValue {
     AttributeValue::N(v.to_string())
+}
+
+// The schema pieces of the tables that tests create by hand (the ones `setup` refuses, or that
+// must exist before it runs): the SDK's builders take four lines for each, and only fail on a
+// missing name, which these always give.
+
+/// The definition of attribute `name`, of type `t`.
+pub fn attribute_def(name: &str, t: ScalarAttributeType) -> AttributeDefinition {
+    AttributeDefinition::builder()
+        .attribute_name(name)
+        .attribute_type(t)
+        .build()
+        .unwrap()
+}
+
+/// `name` as a key of a table or index, in `role` (hash or range).
+pub fn key_element(name: &str, role: KeyType) -> KeySchemaElement {
+    KeySchemaElement::builder()
+        .attribute_name(name)
+        .key_type(role)
+        .build()
+        .unwrap()
+}
+
+/// The projection of the expiry index: keys only.
+pub fn keys_only() -> Projection {
+    Projection::builder()
+        .projection_type(ProjectionType::KeysOnly)
+        .build()
+}
+
+/// A keys-only index `name` with `hash` and `range` as its key, as `setup` makes the expiry
+/// index (the caller defines the two attributes).
+pub fn keys_only_index(name: &str, hash: &str, range: &str) -> GlobalSecondaryIndex {
+    GlobalSecondaryIndex::builder()
+        .index_name(name)
+        .key_schema(key_element(hash, KeyType::Hash))
+        .key_schema(key_element(range, KeyType::Range))
+        .projection(keys_only())
+        .build()
+        .unwrap()
+}
+
+/// Creates `table` (on demand) keyed by `pk` (S), with a keys-only index `precise-ttl` on
+/// (`partition` of type `t`, `ttl` N): the layout `setup` makes, made by hand, so that `setup`
+/// meets it as an existing table, or so that it can stand before any `setup` runs.
+pub async fn create_indexed_table(
+    dynamo: &Dynamo,
+    table: &str,
+    partition: &str,
+    t: ScalarAttributeType,
+) {
+    dynamo
+        .query
+        .create_table()
+        .table_name(table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(attribute_def("pk", ScalarAttributeType::S))
+        .attribute_definitions(attribute_def(partition, t))
+        .attribute_definitions(attribute_def("ttl", ScalarAttributeType::N))
+        .key_schema(key_element("pk", KeyType::Hash))
+        .global_secondary_indexes(keys_only_index("precise-ttl", partition, "ttl"))
+        .send()
+        .await
+        .expect("create a table with an index");
 }
 
 /// An item keyed by `pk` with the given extra attributes.
@@ -324,6 +414,18 @@ pub fn precise_ttl() -> assert_cmd::Command {
         .env("PRECISE_TTL_ENDPOINT_URL", endpoint())
         .timeout(std::time::Duration::from_secs(120));
     cmd
+}
+
+/// `precise-ttl archive` of `table`'s stream on the shared DynamoDB Local, checkpointed in
+/// `checkpoints` and polling every 200 ms: the tests add where it writes and what its output
+/// goes to.
+pub fn archive_command(table: &str, checkpoints: &str) -> std::process::Command {
+    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"));
+    command
+        .args(["archive", "--table", table, "--endpoint-url", endpoint()])
+        .args(["--checkpoint-table", checkpoints])
+        .args(["--poll-interval", "200ms"]);
+    command
 }
 
 /// A TTL `offset_ms` from now, as a DynamoDB Number.
