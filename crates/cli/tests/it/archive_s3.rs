@@ -4,7 +4,8 @@
 //! cannot be used is one line.
 
 use crate::support::{
-    archive_command, at, delete_table_if_any, item, later_items, n, precise_ttl, s3, s3_endpoint,
+    archive_command, at, create_bucket, delete_table_if_any, item, later_items, n, precise_ttl, s3,
+    s3_endpoint,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -15,14 +16,7 @@ fn temp(what: &str) -> PathBuf {
 }
 
 async fn new_bucket() -> String {
-    let bucket = format!("precise-ttl-test-{:08x}", fastrand::u32(..));
-    s3().await
-        .create_bucket()
-        .bucket(&bucket)
-        .send()
-        .await
-        .expect("create bucket");
-    bucket
+    create_bucket(format!("precise-ttl-test-{:08x}", fastrand::u32(..))).await
 }
 
 /// Every object under `prefix/`, by key: its records (gunzipped when `.gz`), one per line.

@@ -1,6 +1,6 @@
 //! `precise-ttl run` as users run it, against DynamoDB Local.
 
-use crate::support::{at, item, n, precise_ttl, table_with_index};
+use crate::support::{TestTable, at, item, n, precise_ttl, table_with_index};
 use aws_sdk_dynamodb::types::AttributeValue;
 use predicates::prelude::*;
 use std::io::{BufRead, BufReader};
@@ -437,6 +437,19 @@ async fn a_daemon_started_during_an_outage_waits_for_the_store_and_then_deletes(
 
 /// A role with `dynamodb:DeleteItem` but not `dynamodb:PartiQLDelete`: `auto` (the default)
 /// falls back to DeleteItem and says so once; `batch` stops with the store's refusal.
+/// `run --delete-mode auto` met a store that refuses PartiQL: it went on with DeleteItem,
+/// deleted every due item and said so once.
+async fn fell_back_once(out: std::process::Output, table: &TestTable) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(table.count().await, 0, "every due item deleted");
+    assert_eq!(
+        stderr.matches("refuses PartiQL").count(),
+        1,
+        "said once: {stderr}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_delete_mode_falls_back_to_delete_item_when_partiql_is_refused() {
     let table = table_with_index().await;
@@ -466,15 +479,7 @@ async fn auto_delete_mode_falls_back_to_delete_item_when_partiql_is_refused() {
             .output()
             .unwrap()
     };
-    let out = run("auto");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert_eq!(table.count().await, 0, "every due item deleted");
-    assert_eq!(
-        stderr.matches("refuses PartiQL").count(),
-        1,
-        "said once: {stderr}"
-    );
+    fell_back_once(run("auto"), &table).await;
 
     put_due("again").await;
     let out = run("batch");
@@ -487,13 +492,5 @@ async fn auto_delete_mode_falls_back_to_delete_item_when_partiql_is_refused() {
         partiql_500: true,
         ..Default::default()
     });
-    let out = run("auto");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert_eq!(table.count().await, 0, "every due item deleted");
-    assert_eq!(
-        stderr.matches("refuses PartiQL").count(),
-        1,
-        "said once: {stderr}"
-    );
+    fell_back_once(run("auto"), &table).await;
 }

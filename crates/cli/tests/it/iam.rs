@@ -14,7 +14,7 @@
 use crate::iam_policy::{Statement, allowing, needs, policy};
 use crate::recorder::{Recorder, Request};
 use crate::support::{
-    TestTable, at, dynamo, endpoint, item, n, precise_ttl, s3, s3_endpoint, terminate,
+    TestTable, at, create_bucket, dynamo, endpoint, item, n, precise_ttl, s3_endpoint, terminate,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -141,13 +141,7 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
         name: format!("precise-ttl-iam-checkpoints-s3-{id}"),
         dynamo: dynamo(),
     };
-    let bucket = format!("precise-ttl-iam-{id}");
-    s3().await
-        .create_bucket()
-        .bucket(&bucket)
-        .send()
-        .await
-        .expect("create bucket");
+    let bucket = create_bucket(format!("precise-ttl-iam-{id}")).await;
     let prefix = "expiries";
     let s3_url = format!("s3://{bucket}/{prefix}");
     let mut used = Used::default();
@@ -196,6 +190,14 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
         &mut used,
     );
 
+    // `run` with the lease table, for six seconds: the rest of its command line varies.
+    let run_for_6s = || {
+        let mut c = cmd();
+        c.args(["run", "--table", &t, "--lease-table", &leases.name])
+            .args(["--for", "6s"]);
+        c
+    };
+
     // run with leases, PartiQL batches (40 items due at once) and an s3:// archive.
     let due = |from: i64, count: i64| {
         (from..from + count)
@@ -217,16 +219,7 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
     let spool = temp("spool");
     let s3_fill = [("BUCKET", bucket.as_str()), ("PREFIX", prefix)];
     let run_fill: Vec<_> = lease_fill.iter().chain(&s3_fill).copied().collect();
-    cmd()
-        .args([
-            "run",
-            "--table",
-            &t,
-            "--lease-table",
-            &leases.name,
-            "--for",
-            "6s",
-        ])
+    run_for_6s()
         .args([
             "--archive",
             &s3_url,
@@ -256,16 +249,7 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
 
     // run deleting one item per DeleteItem.
     table.put_many(due(100, 3)).await;
-    cmd()
-        .args([
-            "run",
-            "--table",
-            &t,
-            "--lease-table",
-            &leases.name,
-            "--for",
-            "6s",
-        ])
+    run_for_6s()
         .args(["--delete-mode", "single"])
         .assert()
         .success();

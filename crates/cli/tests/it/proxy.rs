@@ -3,11 +3,12 @@
 //! "down" (every connection is dropped), and statements of a batch left unprocessed — the
 //! failures of real AWS that DynamoDB Local never shows.
 
+use crate::support::LocalProxy;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// Rates in per mille of requests.
 #[derive(Debug, Clone, Copy, Default)]
@@ -56,37 +57,21 @@ pub struct State {
 pub struct FaultProxy {
     pub url: String,
     pub state: Arc<State>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for FaultProxy {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _server: LocalProxy,
 }
 
 impl FaultProxy {
     pub async fn start(upstream: &str) -> FaultProxy {
-        let upstream = upstream
-            .trim_start_matches("http://")
-            .trim_end_matches('/')
-            .to_string();
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
         let state = Arc::new(State::default());
-        let task = {
-            let state = Arc::clone(&state);
-            tokio::spawn(async move {
-                while let Ok((conn, _)) = listener.accept().await {
-                    let state = Arc::clone(&state);
-                    let upstream = upstream.clone();
-                    tokio::spawn(async move {
-                        let _ = serve(conn, &upstream, &state).await;
-                    });
-                }
-            })
-        };
-        FaultProxy { url, state, task }
+        let server = LocalProxy::start(upstream, &state, |conn, upstream, state| async move {
+            let _ = serve(conn, &upstream, &state).await;
+        })
+        .await;
+        FaultProxy {
+            url: server.url.clone(),
+            state,
+            _server: server,
+        }
     }
 
     pub fn set(&self, f: Faults) {

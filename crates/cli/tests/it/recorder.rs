@@ -13,9 +13,10 @@
 //! the server picks (a length, chunks, a HEAD answer with a length and no body), the answer is
 //! whole. Slower than keeping connections, which a test of a few hundred calls does not notice.
 
+use crate::support::LocalProxy;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// One request as it went on the wire.
 #[derive(Debug, Clone)]
@@ -46,36 +47,21 @@ struct State {
 pub struct Recorder {
     pub url: String,
     state: Arc<State>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Recorder {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _server: LocalProxy,
 }
 
 impl Recorder {
     pub async fn start(upstream: &str) -> Recorder {
-        let upstream = upstream
-            .trim_start_matches("http://")
-            .trim_end_matches('/')
-            .to_string();
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
         let state = Arc::new(State::default());
-        let task = {
-            let state = Arc::clone(&state);
-            tokio::spawn(async move {
-                while let Ok((conn, _)) = listener.accept().await {
-                    let (state, upstream) = (Arc::clone(&state), upstream.clone());
-                    tokio::spawn(async move {
-                        let _ = serve(conn, &upstream, &state).await;
-                    });
-                }
-            })
-        };
-        Recorder { url, state, task }
+        let server = LocalProxy::start(upstream, &state, |conn, upstream, state| async move {
+            let _ = serve(conn, &upstream, &state).await;
+        })
+        .await;
+        Recorder {
+            url: server.url.clone(),
+            state,
+            _server: server,
+        }
     }
 
     /// Every request since the last call, in order.

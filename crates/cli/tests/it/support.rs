@@ -468,6 +468,45 @@ pub async fn table_with_stream() -> TestTable {
     table
 }
 
+/// A proxy of the tests' own on a free local port, in front of `upstream`: each connection is
+/// served by a task of its own, and the accepting task ends when this is dropped. The fault
+/// proxy and the recording proxy differ only in how they serve a connection.
+pub struct LocalProxy {
+    pub url: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for LocalProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl LocalProxy {
+    /// Listens, and hands each connection to `serve` with the upstream's `host:port` and
+    /// `state`.
+    pub async fn start<S, F, Fut>(upstream: &str, state: &std::sync::Arc<S>, serve: F) -> LocalProxy
+    where
+        S: Send + Sync + 'static,
+        F: Fn(tokio::net::TcpStream, String, std::sync::Arc<S>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let upstream = upstream
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_string();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let state = std::sync::Arc::clone(state);
+        let task = tokio::spawn(async move {
+            while let Ok((conn, _)) = listener.accept().await {
+                tokio::spawn(serve(conn, upstream.clone(), std::sync::Arc::clone(&state)));
+            }
+        });
+        LocalProxy { url, task }
+    }
+}
+
 /// SIGTERM, as a service manager stops the daemon.
 pub fn terminate(child: &std::process::Child) {
     signal(child, nix::sys::signal::Signal::SIGTERM);
@@ -568,4 +607,15 @@ pub async fn s3() -> aws_sdk_s3::Client {
         ))
         .build();
     aws_sdk_s3::Client::from_conf(config)
+}
+
+/// Creates the bucket `name` on the local S3 server and gives its name back.
+pub async fn create_bucket(name: String) -> String {
+    s3().await
+        .create_bucket()
+        .bucket(&name)
+        .send()
+        .await
+        .expect("create bucket");
+    name
 }
