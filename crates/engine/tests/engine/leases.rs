@@ -54,6 +54,15 @@ impl Worker {
     }
 }
 
+/// Worker a alone on four leases until it holds them all, then b, until it has stolen its two.
+async fn split_four(table: &Arc<MemoryLeaseTable>) -> (Worker, Worker) {
+    let a = Worker::start(table, "a", 4);
+    until(|| a.usable() == 4).await;
+    let b = Worker::start(table, "b", 4);
+    until(|| b.usable() == 2).await;
+    (a, b)
+}
+
 /// Waits (test time) until `done`, checking every 100 ms; returns how long it took.
 async fn until(mut done: impl FnMut() -> bool) -> Duration {
     let started = Instant::now();
@@ -130,10 +139,7 @@ async fn a_second_worker_steals_one_lease_per_heartbeat_up_to_an_even_split() {
 #[tokio::test(start_paused = true)]
 async fn a_killed_workers_leases_are_taken_after_one_duration_not_before() {
     let table = MemoryLeaseTable::new();
-    let a = Worker::start(&table, "a", 4);
-    until(|| a.usable() == 4).await;
-    let b = Worker::start(&table, "b", 4);
-    until(|| b.usable() == 2).await;
+    let (a, b) = split_four(&table).await;
     a.kill();
     let killed = Instant::now();
     let took = until(|| b.usable() == 4).await;
@@ -150,10 +156,7 @@ async fn a_killed_workers_leases_are_taken_after_one_duration_not_before() {
 #[tokio::test(start_paused = true)]
 async fn a_stopped_worker_hands_over_within_half_a_second_not_a_heartbeat() {
     let table = MemoryLeaseTable::new();
-    let a = Worker::start(&table, "a", 4);
-    until(|| a.usable() == 4).await;
-    let b = Worker::start(&table, "b", 4);
-    until(|| b.usable() == 2).await;
+    let (a, b) = split_four(&table).await;
     // Just after b's heartbeat: without the look for released leases between heartbeats,
     // b would take a's two only at its next heartbeat, 3 s or more later.
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -171,9 +174,7 @@ async fn a_stopped_worker_hands_over_within_half_a_second_not_a_heartbeat() {
 #[tokio::test(start_paused = true)]
 async fn a_worker_that_cannot_renew_stops_using_its_leases_before_anyone_may_take_them() {
     let table = MemoryLeaseTable::new();
-    let a = Worker::start(&table, "a", 4);
-    until(|| a.usable() == 4).await;
-    let b = Worker::start(&table, "b", 4);
+    let (a, b) = split_four(&table).await;
     until(|| b.usable() == 2 && a.usable() == 2).await;
     let lost_before = a.leases.counts().lost;
     a.store.set_down(true);
