@@ -15,6 +15,7 @@ use crate::raw;
 use crate::report::{BenchRun, Measured, summarize};
 use crate::usage::UsageSampler;
 use precise_ttl_bench::Inputs;
+use precise_ttl_core::Timestamp;
 use precise_ttl_dynamodb::bulk::put_all;
 use precise_ttl_dynamodb::stream::enable_keys_stream;
 use precise_ttl_dynamodb::{Dynamo, SetupOptions, setup};
@@ -73,19 +74,7 @@ async fn run_on(
     let early = plan::string_ttls(&items, t);
     put_all(dynamo, table, early.writes, |_| {}).await?;
     let mut planted = early.planted;
-    let options = SetupOptions {
-        native_ttl: false, // DynamoDB Local would delete too: we measure our deletes only.
-        poll_interval: Duration::from_millis(100),
-        // A provisioned bench table: the index gets the table's capacity, as the bench's
-        // partitions are modelled alike (setup asks for the choice to be explicit).
-        index_capacity: config
-            .provisioned
-            .map(|p| precise_ttl_dynamodb::setup::IndexCapacity {
-                read: p.read as i64,
-                write: p.write as i64,
-            }),
-        ..SetupOptions::default()
-    };
+    let options = setup_options(config, Duration::from_millis(100));
     match &config.index {
         BenchIndex::Sharded => {
             setup::setup(dynamo, table, layout, &options).await?;
@@ -165,11 +154,8 @@ async fn run_on(
 
     // Run the daemon until every expected deletion was seen after the last TTL plus the grace
     // period (or the timeout), then stop it.
-    let judge_at = first
-        .saturating_add(config.spread)
-        .saturating_add(config.grace);
-    let give_up = judge_at.saturating_add(config.timeout);
     let run_started = clock.now();
+    let watch = Watch::new(config, first, run_started, total);
     let mut fleet = match (&config.lambda, config.no_sweeper) {
         (None, false) => Some(start_fleet(config, table, endpoint, first.as_millis())?),
         _ => None,
@@ -194,20 +180,10 @@ async fn run_on(
             let removed = observer.removed_count()?;
             progress.event(Event::Removed { removed });
             let now = clock.now();
-            // Without a sweeper nothing is cleared: the run lasts the load's span.
-            let done = removed >= total || config.no_sweeper;
-            if now >= judge_at && (done || now >= give_up) {
+            if watch.over(now, removed) {
                 return Ok(());
             }
-            if let Some(after) = config.stop_after
-                && now >= run_started.saturating_add(after)
-            {
-                return Ok(());
-            }
-            if let Some(fleet) = &mut fleet {
-                fleet.check_running()?;
-                fleet.tick(now.as_millis()).await?;
-            }
+            tick_fleet(&mut fleet, now).await?;
             if let Some(lambda) = &mut lambda {
                 lambda
                     .tick(now.as_millis())
@@ -219,16 +195,10 @@ async fn run_on(
     };
     let watched: Result<(), BenchError> = watched.await;
     if let Err(e) = watched {
-        if let Some(fleet) = fleet {
-            let _ = fleet.stop(clock.now().as_millis()).await;
-        }
         if let Some(lambda) = lambda {
             lambda.finish().await;
         }
-        if let Some(app) = app {
-            let _ = app.stop().await;
-        }
-        extender.abort();
+        abandon(fleet, app, extender, clock.now()).await;
         return Err(e);
     }
     // Scrape while the workers still run: their counters die with them.
@@ -356,6 +326,95 @@ fn lambda_function(config: &BenchConfig, table: &str, endpoint: &str) -> Functio
             ("AWS_ENDPOINT_URL_DYNAMODB".into(), endpoint.into()),
         ],
     }
+}
+
+/// `setup` of the bench table, checking every `poll_interval` whether the index is up.
+/// Native TTL stays off: the store would delete too, and we measure our deletes only. A
+/// provisioned table's index gets the table's capacity, as the bench's partitions are
+/// modelled alike (setup asks for the choice to be explicit).
+pub(crate) fn setup_options(config: &BenchConfig, poll_interval: Duration) -> SetupOptions {
+    SetupOptions {
+        native_ttl: false,
+        poll_interval,
+        index_capacity: config
+            .provisioned
+            .map(|p| precise_ttl_dynamodb::setup::IndexCapacity {
+                read: p.read as i64,
+                write: p.write as i64,
+            }),
+        ..SetupOptions::default()
+    }
+}
+
+/// When a run's watch ends: at the judging time (the last TTL plus the grace period) once
+/// every expected removal was seen, and `timeout` after it at the latest; or `--stop-after`
+/// into the run. The live and the simulated run watch alike.
+pub(crate) struct Watch {
+    judge_at: Timestamp,
+    give_up: Timestamp,
+    stop_at: Option<Timestamp>,
+    /// Without a sweeper nothing is cleared: the run lasts the load's span.
+    no_sweeper: bool,
+    total: u64,
+}
+
+impl Watch {
+    pub(crate) fn new(
+        config: &BenchConfig,
+        first: Timestamp,
+        run_started: Timestamp,
+        total: u64,
+    ) -> Watch {
+        let judge_at = first
+            .saturating_add(config.spread)
+            .saturating_add(config.grace);
+        Watch {
+            judge_at,
+            give_up: judge_at.saturating_add(config.timeout),
+            stop_at: config
+                .stop_after
+                .map(|after| run_started.saturating_add(after)),
+            no_sweeper: config.no_sweeper,
+            total,
+        }
+    }
+
+    /// Whether the watch is over at `now`, `removed` removals seen.
+    pub(crate) fn over(&self, now: Timestamp, removed: u64) -> bool {
+        let done = removed >= self.total || self.no_sweeper;
+        (now >= self.judge_at && (done || now >= self.give_up))
+            || self.stop_at.is_some_and(|stop| now >= stop)
+    }
+}
+
+/// One step of the watch for the workers: one that exited fails the run, and the fleet's plan
+/// (joins, kills, the crash loop) moves on to `now`.
+pub(crate) async fn tick_fleet(
+    fleet: &mut Option<Fleet>,
+    now: Timestamp,
+) -> Result<(), BenchError> {
+    if let Some(fleet) = fleet {
+        fleet.check_running()?;
+        fleet.tick(now.as_millis()).await?;
+    }
+    Ok(())
+}
+
+/// After a failed watch: the workers, the application's writer and the TTL extender stopped,
+/// whatever they answer, so that the run's own error is the one reported.
+pub(crate) async fn abandon<T>(
+    fleet: Option<Fleet>,
+    app: Option<AppWriter>,
+    extender: tokio::task::JoinHandle<T>,
+    now: Timestamp,
+) {
+    if let Some(fleet) = fleet {
+        let _ = fleet.stop(now.as_millis()).await;
+    }
+    if let Some(app) = app {
+        let _ = app.stop().await;
+    }
+    extender.abort();
 }
 
 /// The workers: one plain `run` without a fleet plan (killed and started again in a crash
