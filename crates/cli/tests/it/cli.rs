@@ -1,25 +1,13 @@
 //! The `precise-ttl` binary as users run it: output, exit codes, errors.
 
-use crate::support::{TestTable, item, n, now, precise_ttl};
+use crate::support::{TestTable, create_with_setup, item, n, now, precise_ttl};
 use predicates::prelude::*;
 use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn setup_and_sweep_from_the_command_line() {
     let table = TestTable::named();
-    precise_ttl()
-        .args([
-            "setup",
-            "--table",
-            &table.name,
-            "--create-table",
-            "--partition-key",
-            "pk:S",
-            "--no-native-ttl",
-        ])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("created the table"));
+    create_with_setup(&table, "pk:S").stdout(predicate::str::contains("created the table"));
     precise_ttl()
         .args(["setup", "--table", &table.name, "--no-native-ttl"])
         .assert()
@@ -215,15 +203,7 @@ fn malformed_addresses_and_durations_are_refused_up_front() {
             "endpoint",
         ),
     ] {
-        let out = precise_ttl()
-            .args(args)
-            .assert()
-            .code(2)
-            .get_output()
-            .stderr
-            .clone();
-        let text = String::from_utf8_lossy(&out);
-        assert!(text.contains(needle), "{args:?}: {text}");
+        crate::usage::usage_error(precise_ttl(), args, needle);
     }
 }
 

@@ -24,37 +24,41 @@ use std::time::{Duration, Instant};
 #[derive(Default)]
 struct Used(BTreeMap<&'static str, BTreeSet<(String, String)>>);
 
-/// Checks that `policies` (together) allow every request `command` made.
-fn check(
-    command: &str,
-    requests: &[Request],
-    policies: &[&'static str],
-    fill: &BTreeMap<&str, String>,
-    used: &mut Used,
-) {
-    assert!(!requests.is_empty(), "`{command}`: no request recorded");
-    let docs: Vec<(&'static str, Vec<Statement>)> =
-        policies.iter().map(|f| (*f, policy(f, fill))).collect();
-    let mut missing = BTreeSet::new();
-    for request in requests {
-        for need in needs(request) {
-            let found = docs.iter().find_map(|(file, statements)| {
-                allowing(statements, &need).map(|(sid, action)| (*file, sid.to_string(), action))
-            });
-            match found {
-                Some((file, sid, action)) => {
-                    used.0.entry(file).or_default().insert((sid, action));
-                }
-                None => {
-                    missing.insert(need.to_string());
+impl Used {
+    /// Checks that `policies` (together) allow every request `command` made, and notes which
+    /// of their actions the requests needed.
+    fn check(
+        &mut self,
+        command: &str,
+        requests: &[Request],
+        policies: &[&'static str],
+        fill: &BTreeMap<&str, String>,
+    ) {
+        assert!(!requests.is_empty(), "`{command}`: no request recorded");
+        let docs: Vec<(&'static str, Vec<Statement>)> =
+            policies.iter().map(|f| (*f, policy(f, fill))).collect();
+        let mut missing = BTreeSet::new();
+        for request in requests {
+            for need in needs(request) {
+                let found = docs.iter().find_map(|(file, statements)| {
+                    allowing(statements, &need)
+                        .map(|(sid, action)| (*file, sid.to_string(), action))
+                });
+                match found {
+                    Some((file, sid, action)) => {
+                        self.0.entry(file).or_default().insert((sid, action));
+                    }
+                    None => {
+                        missing.insert(need.to_string());
+                    }
                 }
             }
         }
+        assert!(
+            missing.is_empty(),
+            "`{command}` made calls {policies:?} does not allow: {missing:#?}"
+        );
     }
-    assert!(
-        missing.is_empty(),
-        "`{command}` made calls {policies:?} does not allow: {missing:#?}"
-    );
 }
 
 fn fill(table: &str, extra: &[(&'static str, &str)]) -> BTreeMap<&'static str, String> {
@@ -163,12 +167,11 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
         .args(["--stream", "--no-native-ttl", "--lease-table", &leases.name])
         .assert()
         .success();
-    check(
+    used.check(
         "setup --create-table --stream",
         &rec.take(),
         &["setup-policy.json"],
         &fill(&t, &lease_fill),
-        &mut used,
     );
     // setup of a bare table: the index added, native TTL enabled.
     let bare = TestTable::bare().await;
@@ -182,12 +185,11 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
         ])
         .assert()
         .success();
-    check(
+    used.check(
         "setup",
         &rec.take(),
         &["setup-policy.json"],
         &fill(&bare.name, &lease_fill),
-        &mut used,
     );
 
     // `run` with the lease table, for six seconds: the rest of its command line varies.
@@ -232,19 +234,17 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
         .success();
     assert_eq!(table.count().await, 1, "run deleted every due item");
     let both = ["run-policy.json", "s3-archive-policy.json"];
-    check(
+    used.check(
         "run --archive s3://",
         &rec.take(),
         &both,
         &fill(&t, &run_fill),
-        &mut used,
     );
-    check(
+    used.check(
         "run --archive s3:// (S3)",
         &s3rec.take(),
         &both,
         &fill(&t, &run_fill),
-        &mut used,
     );
 
     // run deleting one item per DeleteItem.
@@ -254,34 +254,26 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
         .assert()
         .success();
     assert_eq!(table.count().await, 1, "run deleted every due item");
-    check(
+    used.check(
         "run --delete-mode single",
         &rec.take(),
         &["run-policy.json"],
         &fill(&t, &lease_fill),
-        &mut used,
     );
 
     // sweep, status (with the leases `run` left), doctor.
     table.put_many(due(200, 2)).await;
     cmd().args(["sweep", "--table", &t]).assert().success();
-    check(
-        "sweep",
-        &rec.take(),
-        &["sweep-policy.json"],
-        &fill(&t, &[]),
-        &mut used,
-    );
+    used.check("sweep", &rec.take(), &["sweep-policy.json"], &fill(&t, &[]));
     cmd()
         .args(["status", "--table", &t, "--lease-table", &leases.name])
         .assert()
         .success();
-    check(
+    used.check(
         "status",
         &rec.take(),
         &["status-policy.json"],
         &fill(&t, &lease_fill),
-        &mut used,
     );
     // Exit 4: doctor finds native TTL off (and the item without a shard below, later).
     table.put(item("no-shard", &[("ttl", at(3_600_000))])).await;
@@ -291,12 +283,11 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
         "doctor: {}",
         String::from_utf8_lossy(&doctor.stderr)
     );
-    check(
+    used.check(
         "doctor",
         &rec.take(),
         &["doctor-policy.json"],
         &fill(&t, &[]),
-        &mut used,
     );
 
     // backfill: the item without a shard gets one.
@@ -307,12 +298,11 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
         .assert()
         .success();
     let _ = std::fs::remove_file(&progress);
-    check(
+    used.check(
         "backfill",
         &rec.take(),
         &["backfill-policy.json"],
         &fill(&t, &[]),
-        &mut used,
     );
 
     // archive of the stream's expiries, to a folder and to S3.
@@ -337,12 +327,11 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
         "precise-ttl-archive-checkpoints",
         file_checkpoints.name.as_str(),
     )];
-    check(
+    used.check(
         "archive --to file://",
         &rec.take(),
         &["archive-policy.json"],
         &fill(&t, &checkpoints),
-        &mut used,
     );
     let spool_stream = temp("spool");
     archive_until_checkpointed(
@@ -373,19 +362,17 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
     .copied()
     .collect();
     let both = ["archive-policy.json", "s3-archive-policy.json"];
-    check(
+    used.check(
         "archive --to s3://",
         &rec.take(),
         &both,
         &fill(&t, &archive_fill),
-        &mut used,
     );
-    check(
+    used.check(
         "archive --to s3:// (S3)",
         &s3rec.take(),
         &both,
         &fill(&t, &archive_fill),
-        &mut used,
     );
     for path in [&dir, &spool, &spool_stream] {
         let _ = std::fs::remove_dir_all(path);

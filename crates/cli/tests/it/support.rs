@@ -433,21 +433,20 @@ pub fn at(offset_ms: i64) -> AttributeValue {
     n(Timestamp::from_millis(now().as_millis() + offset_ms).to_epoch_seconds_text())
 }
 
+/// `precise-ttl setup --create-table` of `table` keyed by `partition_key` (`pk`, `pk:S`),
+/// native TTL left off; it must succeed, and the caller may check what it printed.
+pub fn create_with_setup(table: &TestTable, partition_key: &str) -> assert_cmd::assert::Assert {
+    precise_ttl()
+        .args(["setup", "--table", &table.name, "--create-table"])
+        .args(["--partition-key", partition_key, "--no-native-ttl"])
+        .assert()
+        .success()
+}
+
 /// A new table with the expiry index, made by `precise-ttl setup --create-table`.
 pub async fn table_with_index() -> TestTable {
     let table = TestTable::named();
-    precise_ttl()
-        .args([
-            "setup",
-            "--table",
-            &table.name,
-            "--create-table",
-            "--partition-key",
-            "pk",
-            "--no-native-ttl",
-        ])
-        .assert()
-        .success();
+    create_with_setup(&table, "pk");
     table
 }
 
