@@ -30,33 +30,25 @@ async fn set_up(table: &TestTable) {
 /// Every item's `pk` → its `ttl_shard` (None when absent) and whether it has a TTL.
 async fn shards_of(table: &TestTable) -> HashMap<String, (Option<String>, bool)> {
     let mut out = HashMap::new();
-    let mut start = None;
-    loop {
-        let page = table
-            .dynamo
-            .query
-            .scan()
-            .table_name(&table.name)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .expect("scan");
-        for i in page.items() {
-            let pk = match i.get("pk") {
-                Some(AttributeValue::S(s)) => s.clone(),
-                _ => continue,
-            };
-            let shard = match i.get("ttl_shard") {
-                Some(AttributeValue::N(n)) => Some(n.clone()),
-                _ => None,
-            };
-            out.insert(pk, (shard, i.contains_key("ttl")));
-        }
-        start = page.last_evaluated_key;
-        if start.is_none() {
-            return out;
-        }
-    }
+    table
+        .scan_all(
+            |scan| scan,
+            |page| {
+                for i in page.items() {
+                    let pk = match i.get("pk") {
+                        Some(AttributeValue::S(s)) => s.clone(),
+                        _ => continue,
+                    };
+                    let shard = match i.get("ttl_shard") {
+                        Some(AttributeValue::N(n)) => Some(n.clone()),
+                        _ => None,
+                    };
+                    out.insert(pk, (shard, i.contains_key("ttl")));
+                }
+            },
+        )
+        .await;
+    out
 }
 
 /// The `precise-ttl backfill` binary with a checkpoint file and a JSON summary, run as a child

@@ -59,6 +59,19 @@ impl Used {
             "`{command}` made calls {policies:?} does not allow: {missing:#?}"
         );
     }
+
+    /// [`Used::check`] of a command that writes to S3 too: its DynamoDB requests (`rec`) and
+    /// its S3 requests (`s3`), each against the same `policies`.
+    fn check_with_s3(
+        &mut self,
+        command: &str,
+        (rec, s3): (&Recorder, &Recorder),
+        policies: &[&'static str],
+        fill: &BTreeMap<&str, String>,
+    ) {
+        self.check(command, &rec.take(), policies, fill);
+        self.check(&format!("{command} (S3)"), &s3.take(), policies, fill);
+    }
 }
 
 fn fill(table: &str, extra: &[(&'static str, &str)]) -> BTreeMap<&'static str, String> {
@@ -234,15 +247,9 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
         .success();
     assert_eq!(table.count().await, 1, "run deleted every due item");
     let both = ["run-policy.json", "s3-archive-policy.json"];
-    used.check(
+    used.check_with_s3(
         "run --archive s3://",
-        &rec.take(),
-        &both,
-        &fill(&t, &run_fill),
-    );
-    used.check(
-        "run --archive s3:// (S3)",
-        &s3rec.take(),
+        (&rec, &s3rec),
         &both,
         &fill(&t, &run_fill),
     );
@@ -362,15 +369,9 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
     .copied()
     .collect();
     let both = ["archive-policy.json", "s3-archive-policy.json"];
-    used.check(
+    used.check_with_s3(
         "archive --to s3://",
-        &rec.take(),
-        &both,
-        &fill(&t, &archive_fill),
-    );
-    used.check(
-        "archive --to s3:// (S3)",
-        &s3rec.take(),
+        (&rec, &s3rec),
         &both,
         &fill(&t, &archive_fill),
     );

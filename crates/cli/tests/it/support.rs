@@ -268,22 +268,48 @@ impl TestTable {
 
     pub async fn count(&self) -> usize {
         let mut total = 0;
+        self.scan_all(
+            |scan| scan.select(aws_sdk_dynamodb::types::Select::Count),
+            |page| total += page.count as usize,
+        )
+        .await;
+        total
+    }
+
+    /// A Scan of the table, for the test to shape and send.
+    pub fn scan(&self) -> aws_sdk_dynamodb::operation::scan::builders::ScanFluentBuilder {
+        self.dynamo.query.scan().table_name(&self.name)
+    }
+
+    /// A consistent Query of the table, for the test to shape and send.
+    pub fn query(&self) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+        self.dynamo
+            .query
+            .query()
+            .table_name(&self.name)
+            .consistent_read(true)
+    }
+
+    /// Scans the whole table page by page: `shape` adds to each page's request (a projection,
+    /// a count), `each` takes each page.
+    pub async fn scan_all(
+        &self,
+        shape: impl Fn(
+            aws_sdk_dynamodb::operation::scan::builders::ScanFluentBuilder,
+        ) -> aws_sdk_dynamodb::operation::scan::builders::ScanFluentBuilder,
+        mut each: impl FnMut(aws_sdk_dynamodb::operation::scan::ScanOutput),
+    ) {
         let mut start = None;
         loop {
-            let out = self
-                .dynamo
-                .query
-                .scan()
-                .table_name(&self.name)
-                .select(aws_sdk_dynamodb::types::Select::Count)
+            let page = shape(self.scan())
                 .set_exclusive_start_key(start)
                 .send()
                 .await
                 .expect("scan");
-            total += out.count as usize;
-            start = out.last_evaluated_key;
+            start = page.last_evaluated_key.clone();
+            each(page);
             if start.is_none() {
-                return total;
+                return;
             }
         }
     }
