@@ -109,11 +109,7 @@ async fn run_archives_every_delete_and_nothing_else() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    while table.count().await > 5 {
-        assert!(started.elapsed() < Duration::from_secs(60), "items left");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    table.drains_to(5, 60, "items left").await;
     crate::support::terminate(&child);
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());

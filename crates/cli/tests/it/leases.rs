@@ -186,14 +186,7 @@ async fn two_run_processes_split_a_table_and_one_takes_over_from_a_killed_one() 
     crate::support::signal(&b, nix::sys::signal::Signal::SIGKILL);
     let _ = b.wait();
     until("a takes every shard", || held(&a_url) == Some(16.0)).await;
-    let started = Instant::now();
-    while table.count().await > 0 {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "items left behind"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    table.drains_to(0, 30, "items left behind").await;
     crate::support::terminate(&a);
     assert!(a.wait().unwrap().success());
 }
@@ -289,14 +282,7 @@ async fn due_items_with_no_lease_holder_turn_healthz_and_the_stall_metric_red() 
 
     proxy.set(crate::proxy::Faults::default());
     until("b takes the shards", || held(&b_url) == Some(4.0)).await;
-    let swept = Instant::now();
-    while table.count().await > 0 {
-        assert!(
-            swept.elapsed() < Duration::from_secs(30),
-            "items left behind"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    table.drains_to(0, 30, "items left behind").await;
     until("green again", || health(&b_url).contains("200 OK")).await;
     until("the stall metric clears", || {
         metric(&page(&b_url), "precise_ttl_shards_stalled") == Some(0.0)

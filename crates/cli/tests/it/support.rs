@@ -9,6 +9,7 @@ use precise_ttl_dynamodb::{Dynamo, DynamoDbLocal};
 use precise_ttl_engine::{Clock, SystemClock};
 use std::collections::HashMap;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 pub const ENDPOINT_ENV: &str = "PRECISE_TTL_TEST_ENDPOINT";
 
@@ -274,6 +275,17 @@ impl TestTable {
         )
         .await;
         total
+    }
+
+    /// Waits until at most `left` items remain; fails with `what` after `within_s` seconds. The
+    /// count is a Scan: read every 200 ms, often enough for waits of seconds, and rarely
+    /// enough not to slow the daemons under test down.
+    pub async fn drains_to(&self, left: usize, within_s: u64, what: &str) {
+        let started = std::time::Instant::now();
+        while self.count().await > left {
+            assert!(started.elapsed() < Duration::from_secs(within_s), "{what}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     /// A Scan of the table, for the test to shape and send.
