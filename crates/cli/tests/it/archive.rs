@@ -2,8 +2,8 @@
 //! record, with its last image, in the shape of a Streams REMOVE record; survivors have none.
 
 use crate::support::{
-    archive_command, at, delete_table_if_any, endpoint, item, later_items, n, precise_ttl, s,
-    table_with_index,
+    archive_command, at, delete_table_if_any, due_items, endpoint, item, later_items, n,
+    precise_ttl, s, table_with_index,
 };
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -139,15 +139,9 @@ fn a_bad_archive_url_is_one_clear_line() {
 async fn a_failing_archive_stops_the_daemon_with_the_reason() {
     use std::io::Read;
     let table = table_with_index().await;
-    let items: Vec<_> = (0..40)
-        .map(|i| {
-            item(
-                &format!("due-{i}"),
-                &[("ttl", at(2_500 + i * 10)), ("ttl_shard", n(i % 16))],
-            )
-        })
-        .collect();
-    table.put_many(items).await;
+    table
+        .put_many(due_items("due", 0..40, |i| 2_500 + i * 10))
+        .await;
     let dir = archive_dir();
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
         .args(["run", "--table", &table.name, "--endpoint-url", endpoint()])

@@ -1,6 +1,6 @@
 //! `precise-ttl run` as users run it, against DynamoDB Local.
 
-use crate::support::{TestTable, at, item, n, precise_ttl, table_with_index};
+use crate::support::{TestTable, at, due_items, item, n, precise_ttl, table_with_index};
 use aws_sdk_dynamodb::types::AttributeValue;
 use predicates::prelude::*;
 use std::io::{BufRead, BufReader};
@@ -10,22 +10,12 @@ use std::time::{Duration, Instant};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_deletes_backlog_and_expirations_and_spares_an_extended_item() {
     let table = table_with_index().await;
-    for i in 0..200 {
-        table
-            .put(item(
-                &format!("backlog-{i}"),
-                &[("ttl", at(-3_600_000 + i)), ("ttl_shard", n(i % 16))],
-            ))
-            .await;
-    }
-    for i in 0..50 {
-        table
-            .put(item(
-                &format!("soon-{i}"),
-                &[("ttl", at(1500 + 40 * i)), ("ttl_shard", n(i % 16))],
-            ))
-            .await;
-    }
+    table
+        .put_many(due_items("backlog", 0..200, |i| -3_600_000 + i))
+        .await;
+    table
+        .put_many(due_items("soon", 0..50, |i| 1500 + 40 * i))
+        .await;
     table
         .put(item("extended", &[("ttl", at(3000)), ("ttl_shard", n(5))]))
         .await;
@@ -396,14 +386,7 @@ fn demo_runs_from_an_empty_folder_and_leaves_it_empty() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_started_during_an_outage_waits_for_the_store_and_then_deletes() {
     let table = table_with_index().await;
-    for i in 0..20 {
-        table
-            .put(item(
-                &format!("due-{i}"),
-                &[("ttl", at(-1_000)), ("ttl_shard", n(i % 16))],
-            ))
-            .await;
-    }
+    table.put_many(due_items("due", 0..20, |_| -1_000)).await;
     let proxy = crate::proxy::FaultProxy::start(crate::support::endpoint()).await;
     proxy.set(crate::proxy::Faults {
         down: true,

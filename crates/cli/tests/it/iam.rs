@@ -14,7 +14,8 @@
 use crate::iam_policy::{Statement, allowing, needs, policy};
 use crate::recorder::{Recorder, Request};
 use crate::support::{
-    TestTable, at, create_bucket, dynamo, endpoint, item, n, precise_ttl, s3_endpoint, terminate,
+    TestTable, at, create_bucket, due_items, dynamo, endpoint, item, n, precise_ttl, s3_endpoint,
+    terminate,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -214,16 +215,7 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
     };
 
     // run with leases, PartiQL batches (40 items due at once) and an s3:// archive.
-    let due = |from: i64, count: i64| {
-        (from..from + count)
-            .map(|i| {
-                item(
-                    &format!("due-{i}"),
-                    &[("ttl", at(-3_000)), ("ttl_shard", n(i % 16))],
-                )
-            })
-            .collect::<Vec<_>>()
-    };
+    let due = |from: i64, count: i64| due_items("due", from..from + count, |_| -3_000);
     table.put_many(due(0, 40)).await;
     table
         .put(item(

@@ -349,17 +349,27 @@ pub async fn delete_table_if_any(dynamo: &Dynamo, name: &str) {
     let _ = dynamo.query.delete_table().table_name(name).send().await;
 }
 
-/// `count` items that are not due for ten minutes, `later-0` up, on shards 0 to 15: what a
-/// test's commands must leave alone.
-pub fn later_items(count: u64) -> Vec<HashMap<String, AttributeValue>> {
-    (0..count)
+/// Items `{prefix}-{i}` for each `i` of `range`, each due `offset_ms(i)` from now on shard
+/// `i % 16`: the load of most tests, for [`TestTable::put_many`].
+pub fn due_items(
+    prefix: &str,
+    range: std::ops::Range<i64>,
+    offset_ms: impl Fn(i64) -> i64,
+) -> Vec<HashMap<String, AttributeValue>> {
+    range
         .map(|i| {
             item(
-                &format!("later-{i}"),
-                &[("ttl", at(600_000)), ("ttl_shard", n(i % 16))],
+                &format!("{prefix}-{i}"),
+                &[("ttl", at(offset_ms(i))), ("ttl_shard", n(i % 16))],
             )
         })
         .collect()
+}
+
+/// `count` items that are not due for ten minutes, `later-0` up, on shards 0 to 15: what a
+/// test's commands must leave alone.
+pub fn later_items(count: i64) -> Vec<HashMap<String, AttributeValue>> {
+    due_items("later", 0..count, |_| 600_000)
 }
 
 pub fn s(v: &str) -> AttributeValue {
