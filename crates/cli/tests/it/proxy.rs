@@ -4,7 +4,6 @@
 //! failures of real AWS that DynamoDB Local never shows.
 
 use crate::support::LocalProxy;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -54,24 +53,15 @@ pub struct State {
     pub forwarded: AtomicU64,
 }
 
-pub struct FaultProxy {
-    pub url: String,
-    pub state: Arc<State>,
-    _server: LocalProxy,
-}
+/// The fault proxy: its state is the faults it injects, and what it counted.
+pub type FaultProxy = LocalProxy<State>;
 
 impl FaultProxy {
     pub async fn start(upstream: &str) -> FaultProxy {
-        let state = Arc::new(State::default());
-        let server = LocalProxy::start(upstream, &state, |conn, upstream, state| async move {
+        LocalProxy::serve(upstream, |conn, upstream, state| async move {
             let _ = serve(conn, &upstream, &state).await;
         })
-        .await;
-        FaultProxy {
-            url: server.url.clone(),
-            state,
-            _server: server,
-        }
+        .await
     }
 
     pub fn set(&self, f: Faults) {

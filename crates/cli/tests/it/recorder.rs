@@ -14,7 +14,7 @@
 //! whole. Slower than keeping connections, which a test of a few hundred calls does not notice.
 
 use crate::support::LocalProxy;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -38,30 +38,21 @@ impl Request {
 }
 
 #[derive(Default)]
-struct State {
+pub struct State {
     seen: Mutex<Vec<Request>>,
     /// The operation answered with AccessDeniedException instead of being forwarded.
     deny: Mutex<Option<String>>,
 }
 
-pub struct Recorder {
-    pub url: String,
-    state: Arc<State>,
-    _server: LocalProxy,
-}
+/// The recording proxy: its state is what it saw, and what it refuses.
+pub type Recorder = LocalProxy<State>;
 
 impl Recorder {
     pub async fn start(upstream: &str) -> Recorder {
-        let state = Arc::new(State::default());
-        let server = LocalProxy::start(upstream, &state, |conn, upstream, state| async move {
+        LocalProxy::serve(upstream, |conn, upstream, state| async move {
             let _ = serve(conn, &upstream, &state).await;
         })
-        .await;
-        Recorder {
-            url: server.url.clone(),
-            state,
-            _server: server,
-        }
+        .await
     }
 
     /// Every request since the last call, in order.

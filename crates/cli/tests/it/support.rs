@@ -515,26 +515,27 @@ pub async fn table_with_stream() -> TestTable {
     table
 }
 
-/// A proxy of the tests' own on a free local port, in front of `upstream`: each connection is
-/// served by a task of its own, and the accepting task ends when this is dropped. The fault
-/// proxy and the recording proxy differ only in how they serve a connection.
-pub struct LocalProxy {
+/// A proxy of the tests' own on a free local port, in front of an upstream: each connection is
+/// served by a task of its own with the proxy's `state`, and the accepting task ends when this
+/// is dropped. The fault proxy and the recording proxy are two of these: they differ only in
+/// their state and in how they serve a connection.
+pub struct LocalProxy<S> {
     pub url: String,
+    pub state: std::sync::Arc<S>,
     task: tokio::task::JoinHandle<()>,
 }
 
-impl Drop for LocalProxy {
+impl<S> Drop for LocalProxy<S> {
     fn drop(&mut self) {
         self.task.abort();
     }
 }
 
-impl LocalProxy {
-    /// Listens, and hands each connection to `serve` with the upstream's `host:port` and
-    /// `state`.
-    pub async fn start<S, F, Fut>(upstream: &str, state: &std::sync::Arc<S>, serve: F) -> LocalProxy
+impl<S: Default + Send + Sync + 'static> LocalProxy<S> {
+    /// Listens, and hands each connection to `serve` with the upstream's `host:port` and the
+    /// state.
+    pub async fn serve<F, Fut>(upstream: &str, serve: F) -> LocalProxy<S>
     where
-        S: Send + Sync + 'static,
         F: Fn(tokio::net::TcpStream, String, std::sync::Arc<S>) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = ()> + Send + 'static,
     {
@@ -544,13 +545,18 @@ impl LocalProxy {
             .to_string();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        let state = std::sync::Arc::clone(state);
+        let state = std::sync::Arc::new(S::default());
+        let shared = std::sync::Arc::clone(&state);
         let task = tokio::spawn(async move {
             while let Ok((conn, _)) = listener.accept().await {
-                tokio::spawn(serve(conn, upstream.clone(), std::sync::Arc::clone(&state)));
+                tokio::spawn(serve(
+                    conn,
+                    upstream.clone(),
+                    std::sync::Arc::clone(&shared),
+                ));
             }
         });
-        LocalProxy { url, task }
+        LocalProxy { url, state, task }
     }
 }
 
