@@ -392,7 +392,42 @@ macro_rules! conditional_input {
             pub conditional_operator: Option<serde_json::Value>,
             pub attribute_updates: Option<serde_json::Value>,
         }
+
+        impl $name {
+            /// The members every conditional write shares, borrowed.
+            pub fn shared(&self) -> Conditional<'_> {
+                Conditional {
+                    table_name: &self.table_name,
+                    condition: self.condition_expression.as_deref(),
+                    names: self.expression_attribute_names.as_ref(),
+                    values: self.expression_attribute_values.as_ref(),
+                    return_values: self.return_values.as_deref(),
+                    rcc: self.return_consumed_capacity.as_deref(),
+                    on_failure: self.return_values_on_condition_check_failure.as_deref(),
+                    legacy: [
+                        ("Expected", self.expected.is_some()),
+                        ("ConditionalOperator", self.conditional_operator.is_some()),
+                        ("AttributeUpdates", self.attribute_updates.is_some()),
+                    ],
+                }
+            }
+        }
     };
+}
+
+/// What every conditional write's input holds besides its item or key (see
+/// `conditional_input!`), for the writes that read it alike.
+#[derive(Debug)]
+pub struct Conditional<'a> {
+    pub table_name: &'a str,
+    pub condition: Option<&'a str>,
+    pub names: Option<&'a Names>,
+    pub values: Option<&'a ValueMap>,
+    pub return_values: Option<&'a str>,
+    pub rcc: Option<&'a str>,
+    pub on_failure: Option<&'a str>,
+    /// Each legacy parameter, and whether the request has it.
+    pub legacy: [(&'static str, bool); 3],
 }
 
 conditional_input!(PutItemInput { item: Item });
