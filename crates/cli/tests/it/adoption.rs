@@ -498,11 +498,9 @@ async fn the_blog_layout_is_swept_including_every_window_missed_during_downtime(
     assert_eq!(report["deleted"], 200, "{report}");
     assert_eq!(table.count().await, 21);
     assert!(table.get("extended").await.is_some());
-    let swept_until = checkpoints
-        .load(&format!("{}/expiration-window", table.name))
-        .await
-        .unwrap()
-        .unwrap();
+    // Where the sweeper saves how far it swept the window index.
+    let window_key = format!("{}/expiration-window", table.name);
+    let swept_until = checkpoints.load(&window_key).await.unwrap().unwrap();
     assert!(
         swept_until.as_millis() > t - 60_000,
         "checkpoint advanced: {swept_until}"
@@ -545,11 +543,7 @@ async fn the_blog_layout_is_swept_including_every_window_missed_during_downtime(
         "{rest:?}"
     );
     assert!(table.get("extended").await.is_some());
-    let saved = checkpoints
-        .load(&format!("{}/expiration-window", table.name))
-        .await
-        .unwrap()
-        .unwrap();
+    let saved = checkpoints.load(&window_key).await.unwrap().unwrap();
     assert!(
         saved.as_millis() >= last_ttl_ms,
         "the watermark past the last deleted item is the checkpoint: {saved}"

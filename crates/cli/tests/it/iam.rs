@@ -169,6 +169,8 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
     // deleted by `run`, not by DynamoDB Local's own TTL), and the lease table.
     let table = TestTable::named();
     let t = table.name.clone();
+    // The policies filled in for the table alone (no lease, checkpoint or S3 names).
+    let table_only = fill(&t, &[]);
     cmd()
         .args([
             "setup",
@@ -263,7 +265,7 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
     // sweep, status (with the leases `run` left), doctor.
     table.put_many(due(200, 2)).await;
     cmd().args(["sweep", "--table", &t]).assert().success();
-    used.check("sweep", &rec.take(), &["sweep-policy.json"], &fill(&t, &[]));
+    used.check("sweep", &rec.take(), &["sweep-policy.json"], &table_only);
     cmd()
         .args(["status", "--table", &t, "--lease-table", &leases.name])
         .assert()
@@ -282,12 +284,7 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
         "doctor: {}",
         String::from_utf8_lossy(&doctor.stderr)
     );
-    used.check(
-        "doctor",
-        &rec.take(),
-        &["doctor-policy.json"],
-        &fill(&t, &[]),
-    );
+    used.check("doctor", &rec.take(), &["doctor-policy.json"], &table_only);
 
     // backfill: the item without a shard gets one.
     let progress = temp("backfill.json");
@@ -301,7 +298,7 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
         "backfill",
         &rec.take(),
         &["backfill-policy.json"],
-        &fill(&t, &[]),
+        &table_only,
     );
 
     // archive of the stream's expiries, to a folder and to S3.

@@ -3,7 +3,9 @@
 //! "down" (every connection is dropped), and statements of a batch left unprocessed — the
 //! failures of real AWS that DynamoDB Local never shows.
 
-use crate::support::LocalProxy;
+use crate::support::{LocalProxy, Serves};
+use std::io;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -57,13 +59,6 @@ pub struct State {
 pub type FaultProxy = LocalProxy<State>;
 
 impl FaultProxy {
-    pub async fn start(upstream: &str) -> FaultProxy {
-        LocalProxy::serve(upstream, |conn, upstream, state| async move {
-            let _ = serve(conn, &upstream, &state).await;
-        })
-        .await
-    }
-
     pub fn set(&self, f: Faults) {
         set(&self.state, f);
     }
@@ -127,129 +122,132 @@ fn error_response(status: &str, kind: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-async fn serve(mut client: TcpStream, upstream: &str, state: &State) -> std::io::Result<()> {
-    let mut buf = Vec::new();
-    let mut up: Option<(TcpStream, Vec<u8>)> = None;
-    loop {
-        if state.down.load(Ordering::SeqCst) {
-            return Ok(()); // drop the connection
-        }
-        let Some(request) = read_message(&mut client, &mut buf).await? else {
-            return Ok(());
-        };
-        if state.down.load(Ordering::SeqCst) {
-            return Ok(());
-        }
-        if state.refuse_partiql.load(Ordering::SeqCst)
-            && target(&request).ends_with("BatchExecuteStatement")
-        {
-            state.injected.fetch_add(1, Ordering::Relaxed);
-            client
-                .write_all(&error_response("400 Bad Request", "AccessDeniedException"))
-                .await?;
-            continue;
-        }
-        if state.partiql_500.load(Ordering::SeqCst)
-            && target(&request).ends_with("BatchExecuteStatement")
-        {
-            state.injected.fetch_add(1, Ordering::Relaxed);
-            client
-                .write_all(&error_response(
-                    "500 Internal Server Error",
-                    "InternalServerError",
-                ))
-                .await?;
-            continue;
-        }
-        let throttled_table = *state.throttle_writes_to.lock().unwrap();
-        if let Some(table) = throttled_table {
-            let op = target(&request);
-            let named = format!("\"TableName\":\"{table}\"");
-            if (op.ends_with("UpdateItem") || op.ends_with("PutItem"))
-                && String::from_utf8_lossy(&request).contains(&named)
+impl Serves for State {
+    async fn serve(mut client: TcpStream, upstream: String, state: Arc<State>) -> io::Result<()> {
+        let (upstream, state) = (upstream.as_str(), &*state);
+        let mut buf = Vec::new();
+        let mut up: Option<(TcpStream, Vec<u8>)> = None;
+        loop {
+            if state.down.load(Ordering::SeqCst) {
+                return Ok(()); // drop the connection
+            }
+            let Some(request) = read_message(&mut client, &mut buf).await? else {
+                return Ok(());
+            };
+            if state.down.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            if state.refuse_partiql.load(Ordering::SeqCst)
+                && target(&request).ends_with("BatchExecuteStatement")
+            {
+                state.injected.fetch_add(1, Ordering::Relaxed);
+                client
+                    .write_all(&error_response("400 Bad Request", "AccessDeniedException"))
+                    .await?;
+                continue;
+            }
+            if state.partiql_500.load(Ordering::SeqCst)
+                && target(&request).ends_with("BatchExecuteStatement")
             {
                 state.injected.fetch_add(1, Ordering::Relaxed);
                 client
                     .write_all(&error_response(
-                        "400 Bad Request",
-                        "ProvisionedThroughputExceededException",
+                        "500 Internal Server Error",
+                        "InternalServerError",
                     ))
                     .await?;
                 continue;
             }
-        }
-        let roll = fastrand::u32(0..1000);
-        let t = state.throttle.load(Ordering::SeqCst);
-        let e = t + state.server_error.load(Ordering::SeqCst);
-        let r = e + state.reset.load(Ordering::SeqCst);
-        let s = r + state.slow.load(Ordering::SeqCst);
-        if roll < t {
-            state.injected.fetch_add(1, Ordering::Relaxed);
-            let kind = [
-                "ThrottlingException",
-                "ProvisionedThroughputExceededException",
-                "RequestLimitExceeded",
-            ][fastrand::usize(0..3)];
-            client
-                .write_all(&error_response("400 Bad Request", kind))
-                .await?;
-            continue;
-        }
-        if roll < e {
-            state.injected.fetch_add(1, Ordering::Relaxed);
-            let (status, kind) = if fastrand::bool() {
-                ("500 Internal Server Error", "InternalServerError")
-            } else {
-                ("503 Service Unavailable", "ServiceUnavailable")
+            let throttled_table = *state.throttle_writes_to.lock().unwrap();
+            if let Some(table) = throttled_table {
+                let op = target(&request);
+                let named = format!("\"TableName\":\"{table}\"");
+                if (op.ends_with("UpdateItem") || op.ends_with("PutItem"))
+                    && String::from_utf8_lossy(&request).contains(&named)
+                {
+                    state.injected.fetch_add(1, Ordering::Relaxed);
+                    client
+                        .write_all(&error_response(
+                            "400 Bad Request",
+                            "ProvisionedThroughputExceededException",
+                        ))
+                        .await?;
+                    continue;
+                }
+            }
+            let roll = fastrand::u32(0..1000);
+            let t = state.throttle.load(Ordering::SeqCst);
+            let e = t + state.server_error.load(Ordering::SeqCst);
+            let r = e + state.reset.load(Ordering::SeqCst);
+            let s = r + state.slow.load(Ordering::SeqCst);
+            if roll < t {
+                state.injected.fetch_add(1, Ordering::Relaxed);
+                let kind = [
+                    "ThrottlingException",
+                    "ProvisionedThroughputExceededException",
+                    "RequestLimitExceeded",
+                ][fastrand::usize(0..3)];
+                client
+                    .write_all(&error_response("400 Bad Request", kind))
+                    .await?;
+                continue;
+            }
+            if roll < e {
+                state.injected.fetch_add(1, Ordering::Relaxed);
+                let (status, kind) = if fastrand::bool() {
+                    ("500 Internal Server Error", "InternalServerError")
+                } else {
+                    ("503 Service Unavailable", "ServiceUnavailable")
+                };
+                client.write_all(&error_response(status, kind)).await?;
+                continue;
+            }
+            if roll < r {
+                state.injected.fetch_add(1, Ordering::Relaxed);
+                return Ok(()); // reset before answering
+            }
+            if roll < s {
+                state.injected.fetch_add(1, Ordering::Relaxed);
+                // Longer than any attempt timeout the tests configure.
+                tokio::time::sleep(Duration::from_secs(3)).await;
+            }
+            let rate = state.unprocessed.load(Ordering::SeqCst);
+            let (request, held_back) =
+                if rate > 0 && target(&request).ends_with("BatchExecuteStatement") {
+                    hold_back_statements(&request, rate)
+                } else {
+                    (request, Vec::new())
+                };
+            state
+                .unprocessed_statements
+                .fetch_add(held_back.len() as u64, Ordering::Relaxed);
+            if !held_back.is_empty() && request.is_empty() {
+                // Every statement held back: answer without asking the store.
+                let responses = vec![unprocessed_entry(); held_back.len()];
+                let body = serde_json::json!({ "Responses": responses }).to_string();
+                client
+                    .write_all(&with_body(&ok_head(), body.as_bytes()))
+                    .await?;
+                continue;
+            }
+            if up.is_none() {
+                up = Some((TcpStream::connect(upstream).await?, Vec::new()));
+            }
+            let (conn, upbuf) = up.as_mut().expect("connected above");
+            conn.write_all(&request).await?;
+            let Some(mut response) = read_message(conn, upbuf).await? else {
+                return Ok(());
             };
-            client.write_all(&error_response(status, kind)).await?;
-            continue;
+            state.forwarded.fetch_add(1, Ordering::Relaxed);
+            if !held_back.is_empty() {
+                response = splice_unprocessed(&response, &held_back);
+            }
+            let shift = state.date_shift_secs.load(Ordering::SeqCst);
+            if shift != 0 {
+                response = shift_date(&response, shift);
+            }
+            client.write_all(&response).await?;
         }
-        if roll < r {
-            state.injected.fetch_add(1, Ordering::Relaxed);
-            return Ok(()); // reset before answering
-        }
-        if roll < s {
-            state.injected.fetch_add(1, Ordering::Relaxed);
-            // Longer than any attempt timeout the tests configure.
-            tokio::time::sleep(Duration::from_secs(3)).await;
-        }
-        let rate = state.unprocessed.load(Ordering::SeqCst);
-        let (request, held_back) =
-            if rate > 0 && target(&request).ends_with("BatchExecuteStatement") {
-                hold_back_statements(&request, rate)
-            } else {
-                (request, Vec::new())
-            };
-        state
-            .unprocessed_statements
-            .fetch_add(held_back.len() as u64, Ordering::Relaxed);
-        if !held_back.is_empty() && request.is_empty() {
-            // Every statement held back: answer without asking the store.
-            let responses = vec![unprocessed_entry(); held_back.len()];
-            let body = serde_json::json!({ "Responses": responses }).to_string();
-            client
-                .write_all(&with_body(&ok_head(), body.as_bytes()))
-                .await?;
-            continue;
-        }
-        if up.is_none() {
-            up = Some((TcpStream::connect(upstream).await?, Vec::new()));
-        }
-        let (conn, upbuf) = up.as_mut().expect("connected above");
-        conn.write_all(&request).await?;
-        let Some(mut response) = read_message(conn, upbuf).await? else {
-            return Ok(());
-        };
-        state.forwarded.fetch_add(1, Ordering::Relaxed);
-        if !held_back.is_empty() {
-            response = splice_unprocessed(&response, &held_back);
-        }
-        let shift = state.date_shift_secs.load(Ordering::SeqCst);
-        if shift != 0 {
-            response = shift_date(&response, shift);
-        }
-        client.write_all(&response).await?;
     }
 }
 

@@ -13,7 +13,9 @@
 //! the server picks (a length, chunks, a HEAD answer with a length and no body), the answer is
 //! whole. Slower than keeping connections, which a test of a few hundred calls does not notice.
 
-use crate::support::LocalProxy;
+use crate::support::{LocalProxy, Serves};
+use std::io;
+use std::sync::Arc;
 use std::sync::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -48,13 +50,6 @@ pub struct State {
 pub type Recorder = LocalProxy<State>;
 
 impl Recorder {
-    pub async fn start(upstream: &str) -> Recorder {
-        LocalProxy::serve(upstream, |conn, upstream, state| async move {
-            let _ = serve(conn, &upstream, &state).await;
-        })
-        .await
-    }
-
     /// Every request since the last call, in order.
     pub fn take(&self) -> Vec<Request> {
         std::mem::take(&mut *self.state.seen.lock().unwrap())
@@ -130,40 +125,43 @@ fn closing(head: &str) -> String {
     out.join("\r\n")
 }
 
-async fn serve(mut client: TcpStream, upstream: &str, state: &State) -> std::io::Result<()> {
-    let Some((head, body)) = read_request(&mut client).await? else {
-        return Ok(());
-    };
-    let mut words = head.split_whitespace();
-    let request = Request {
-        method: words.next().unwrap_or_default().to_string(),
-        path: words.next().unwrap_or_default().to_string(),
-        target: header(&head, "x-amz-target").unwrap_or_default(),
-        body: serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
-    };
-    let denied = state.deny.lock().unwrap().as_deref() == Some(request.operation());
-    let answer = if denied {
-        access_denied(&request)
-    } else {
-        let mut up = TcpStream::connect(upstream).await?;
-        up.write_all(closing(&head).as_bytes()).await?;
-        up.write_all(b"\r\n\r\n").await?;
-        up.write_all(&body).await?;
-        let mut answer = Vec::new();
-        up.read_to_end(&mut answer).await?;
-        match answer.windows(4).position(|w| w == b"\r\n\r\n") {
-            Some(end) => {
-                let head = String::from_utf8_lossy(&answer[..end]).into_owned();
-                let mut out = closing(&head).into_bytes();
-                out.extend_from_slice(&answer[end..]);
-                out
+impl Serves for State {
+    async fn serve(mut client: TcpStream, upstream: String, state: Arc<State>) -> io::Result<()> {
+        let (upstream, state) = (upstream.as_str(), &*state);
+        let Some((head, body)) = read_request(&mut client).await? else {
+            return Ok(());
+        };
+        let mut words = head.split_whitespace();
+        let request = Request {
+            method: words.next().unwrap_or_default().to_string(),
+            path: words.next().unwrap_or_default().to_string(),
+            target: header(&head, "x-amz-target").unwrap_or_default(),
+            body: serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
+        };
+        let denied = state.deny.lock().unwrap().as_deref() == Some(request.operation());
+        let answer = if denied {
+            access_denied(&request)
+        } else {
+            let mut up = TcpStream::connect(upstream).await?;
+            up.write_all(closing(&head).as_bytes()).await?;
+            up.write_all(b"\r\n\r\n").await?;
+            up.write_all(&body).await?;
+            let mut answer = Vec::new();
+            up.read_to_end(&mut answer).await?;
+            match answer.windows(4).position(|w| w == b"\r\n\r\n") {
+                Some(end) => {
+                    let head = String::from_utf8_lossy(&answer[..end]).into_owned();
+                    let mut out = closing(&head).into_bytes();
+                    out.extend_from_slice(&answer[end..]);
+                    out
+                }
+                None => return Ok(()),
             }
-            None => return Ok(()),
-        }
-    };
-    state.seen.lock().unwrap().push(request);
-    client.write_all(&answer).await?;
-    client.shutdown().await
+        };
+        state.seen.lock().unwrap().push(request);
+        client.write_all(&answer).await?;
+        client.shutdown().await
+    }
 }
 
 /// DynamoDB's answer to a call no policy allows, byte for byte in shape: HTTP 400, the

@@ -531,14 +531,19 @@ impl<S> Drop for LocalProxy<S> {
     }
 }
 
-impl<S: Default + Send + Sync + 'static> LocalProxy<S> {
-    /// Listens, and hands each connection to `serve` with the upstream's `host:port` and the
-    /// state.
-    pub async fn serve<F, Fut>(upstream: &str, serve: F) -> LocalProxy<S>
-    where
-        F: Fn(tokio::net::TcpStream, String, std::sync::Arc<S>) -> Fut + Send + 'static,
-        Fut: std::future::Future<Output = ()> + Send + 'static,
-    {
+/// A proxy's state, and how the proxy serves one connection with it.
+pub trait Serves: Default + Send + Sync + 'static {
+    /// Serves `conn`, forwarding to `upstream` (`host:port`).
+    fn serve(
+        conn: tokio::net::TcpStream,
+        upstream: String,
+        state: std::sync::Arc<Self>,
+    ) -> impl std::future::Future<Output = std::io::Result<()>> + Send + 'static;
+}
+
+impl<S: Serves> LocalProxy<S> {
+    /// Listens in front of `upstream`, and serves each connection with the state.
+    pub async fn start(upstream: &str) -> LocalProxy<S> {
         let upstream = upstream
             .trim_start_matches("http://")
             .trim_end_matches('/')
@@ -549,11 +554,11 @@ impl<S: Default + Send + Sync + 'static> LocalProxy<S> {
         let shared = std::sync::Arc::clone(&state);
         let task = tokio::spawn(async move {
             while let Ok((conn, _)) = listener.accept().await {
-                tokio::spawn(serve(
-                    conn,
-                    upstream.clone(),
-                    std::sync::Arc::clone(&shared),
-                ));
+                let served = S::serve(conn, upstream.clone(), std::sync::Arc::clone(&shared));
+                // A connection that fails ends alone: the test sees what its client saw.
+                tokio::spawn(async move {
+                    let _ = served.await;
+                });
             }
         });
         LocalProxy { url, state, task }
