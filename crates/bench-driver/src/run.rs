@@ -167,13 +167,7 @@ async fn run_on(
             run_started.as_millis(),
         )
     });
-    let extender = tokio::spawn(extend_ttls(
-        dynamo.clone(),
-        table.to_string(),
-        items.clone(),
-        main.extensions,
-    ));
-    let sampler = UsageSampler::start(fleet.as_ref().and_then(|f| f.first_pid()).unwrap_or(0));
+    let beside = Beside::start(dynamo, table, &items, main.extensions, fleet.as_ref());
     progress.event(Event::Sweeping { expected: total });
     let watched = async {
         loop {
@@ -198,7 +192,7 @@ async fn run_on(
         if let Some(lambda) = lambda {
             lambda.finish().await;
         }
-        abandon(fleet, app, extender, clock.now()).await;
+        abandon(fleet, app, beside, clock.now()).await;
         return Err(e);
     }
     // Scrape while the workers still run: their counters die with them.
@@ -218,14 +212,7 @@ async fn run_on(
         Some(lambda) => Some(lambda.finish().await),
         None => None,
     };
-    let app = match app {
-        Some(app) => Some(app.stop().await?),
-        None => None,
-    };
-    let run_ended = clock.now();
-    let usage = sampler.stop();
-    progress.event(Event::SweepFinished);
-    let extended = extender.await??;
+    let ended = beside.end(app, &clock, progress).await?;
     // The last REMOVE records are still on their way to the stream.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let removals = observer.stop().await?;
@@ -239,7 +226,7 @@ async fn run_on(
         removals,
         present_at_end,
         run_started_ms: run_started.as_millis(),
-        run_ended_ms: run_ended.as_millis(),
+        run_ended_ms: ended.run_ended.as_millis(),
         observer_error_ms: Some(observer_delay_ms),
         // The bound goes by the faster of the two ways this run measured the store deleting
         // (none without a sweeper: there is no lag to hold to it).
@@ -257,13 +244,13 @@ async fn run_on(
         raw_batch_per_s: raw.map(|r| r.batch_per_s),
         // The extensions took the store's capacity as the deletes did; DynamoDB Local has no
         // partitions the bound knows of, so only its store-wide rate counts them.
-        app_writes: extended.iter().map(|w| w.app_write(None)).collect(),
-        app,
+        app_writes: ended.extended.iter().map(|w| w.app_write(None)).collect(),
+        app: ended.app,
     };
     let measured = Measured {
         load_seconds,
         raw,
-        usage,
+        usage: ended.usage,
         shutdown_ms: shutdown.as_millis() as u64,
         capacity,
         observer_delay_ms,
@@ -400,12 +387,71 @@ pub(crate) async fn tick_fleet(
     Ok(())
 }
 
+/// What runs beside the workers while they are watched: the TTL extender (its writes come
+/// back when it ends) and the usage sampler of the first worker.
+pub(crate) struct Beside {
+    extender: tokio::task::JoinHandle<Result<Vec<crate::load::SentWrite>, BenchError>>,
+    sampler: UsageSampler,
+}
+
+/// What the run left once the watch is over.
+pub(crate) struct Ended {
+    pub(crate) app: Option<precise_ttl_bench::AppLoad>,
+    pub(crate) run_ended: Timestamp,
+    pub(crate) usage: crate::usage::Usage,
+    pub(crate) extended: Vec<crate::load::SentWrite>,
+}
+
+impl Beside {
+    pub(crate) fn start(
+        dynamo: &Dynamo,
+        table: &str,
+        items: &ItemWriter,
+        extensions: Vec<crate::plan::Extension>,
+        fleet: Option<&Fleet>,
+    ) -> Beside {
+        Beside {
+            extender: tokio::spawn(extend_ttls(
+                dynamo.clone(),
+                table.to_string(),
+                items.clone(),
+                extensions,
+            )),
+            sampler: UsageSampler::start(fleet.and_then(|f| f.first_pid()).unwrap_or(0)),
+        }
+    }
+
+    /// Ends them, and the application's writer first, after a watch that went well: the run
+    /// ends when the writer has stopped.
+    pub(crate) async fn end(
+        self,
+        app: Option<AppWriter>,
+        clock: &impl Clock,
+        progress: &dyn Progress,
+    ) -> Result<Ended, BenchError> {
+        let app = match app {
+            Some(app) => Some(app.stop().await?),
+            None => None,
+        };
+        let run_ended = clock.now();
+        let usage = self.sampler.stop();
+        progress.event(Event::SweepFinished);
+        let extended = self.extender.await??;
+        Ok(Ended {
+            app,
+            run_ended,
+            usage,
+            extended,
+        })
+    }
+}
+
 /// After a failed watch: the workers, the application's writer and the TTL extender stopped,
 /// whatever they answer, so that the run's own error is the one reported.
-pub(crate) async fn abandon<T>(
+pub(crate) async fn abandon(
     fleet: Option<Fleet>,
     app: Option<AppWriter>,
-    extender: tokio::task::JoinHandle<T>,
+    beside: Beside,
     now: Timestamp,
 ) {
     if let Some(fleet) = fleet {
@@ -414,7 +460,7 @@ pub(crate) async fn abandon<T>(
     if let Some(app) = app {
         let _ = app.stop().await;
     }
-    extender.abort();
+    beside.extender.abort();
 }
 
 /// The workers: one plain `run` without a fleet plan (killed and started again in a crash

@@ -9,11 +9,11 @@ use crate::app::AppWriter;
 use crate::config::{BenchConfig, BenchIndex};
 use crate::error::BenchError;
 use crate::items::{Item, ItemWriter};
-use crate::load::{create_table, extend_ttls, scan_keys};
+use crate::load::{create_table, scan_keys};
 use crate::plan;
 use crate::progress::{Event, Progress};
 use crate::report::{BenchRun, Measured, summarize};
-use crate::usage::UsageSampler;
+use crate::run::Beside;
 use aws_sdk_dynamodb::types::AttributeValue;
 use precise_ttl_bench::{Inputs, PartitionLimit, Removal, StoreCapacity};
 use precise_ttl_dynamodb::{Dynamo, setup};
@@ -158,13 +158,7 @@ async fn run_on(
         )?),
         true => None,
     };
-    let extender = tokio::spawn(extend_ttls(
-        dynamo.clone(),
-        TABLE.to_string(),
-        items.clone(),
-        main.extensions,
-    ));
-    let sampler = UsageSampler::start(fleet.as_ref().and_then(|f| f.first_pid()).unwrap_or(0));
+    let beside = Beside::start(&dynamo, TABLE, &items, main.extensions, fleet.as_ref());
     progress.event(Event::Sweeping { expected: total });
     let watched = async {
         loop {
@@ -180,7 +174,7 @@ async fn run_on(
     };
     let watched: Result<(), BenchError> = watched.await;
     if let Err(e) = watched {
-        crate::run::abandon(fleet, app, extender, clock.now()).await;
+        crate::run::abandon(fleet, app, beside, clock.now()).await;
         return Err(e);
     }
     let (units, failed, shutdown) = match fleet {
@@ -191,14 +185,7 @@ async fn run_on(
         }
         None => (None, None, Duration::ZERO),
     };
-    let app = match app {
-        Some(app) => Some(app.stop().await?),
-        None => None,
-    };
-    let run_ended = clock.now();
-    let usage = sampler.stop();
-    progress.event(Event::SweepFinished);
-    let extended = extender.await??;
+    let ended = beside.end(app, &clock, progress).await?;
     if let Some(status) = failed {
         return Err(BenchError::DaemonFailed(status));
     }
@@ -217,7 +204,8 @@ async fn run_on(
     }
     // The extensions took the same table and index partitions as the deletes: the bound counts
     // them, each on its item's partitions.
-    let app_writes = extended
+    let app_writes = ended
+        .extended
         .iter()
         .map(|w| w.app_write(table_partition(&w.key)))
         .collect();
@@ -226,7 +214,7 @@ async fn run_on(
         removals,
         present_at_end,
         run_started_ms: run_started.as_millis(),
-        run_ended_ms: run_ended.as_millis(),
+        run_ended_ms: ended.run_ended.as_millis(),
         // The simulator dates each delete itself: nothing stands between it and the log.
         observer_error_ms: Some(0.0),
         // Without a sweeper there is no lag to hold to a bound.
@@ -236,12 +224,12 @@ async fn run_on(
         // is held to it.
         raw_batch_per_s: None,
         app_writes,
-        app,
+        app: ended.app,
     };
     let measured = Measured {
         load_seconds,
         raw: None,
-        usage,
+        usage: ended.usage,
         shutdown_ms: shutdown.as_millis() as u64,
         capacity: units,
         observer_delay_ms: 0.0,
