@@ -107,14 +107,23 @@ fn holds_records(dir: &Path) -> bool {
         })
 }
 
-/// `archive` until `dir` holds records and their checkpoint was saved (at most 60 s), then
+/// `archive` of `table` through `rec` to `to`, checkpointed in `checkpoints`, with `extra`
+/// arguments, until `dir` holds records and their checkpoint was saved (at most 60 s), then
 /// stopped as a service manager stops it; it must exit 0.
-async fn archive_until_checkpointed(args: &[&str], dir: &Path, rec: &Recorder) {
+async fn archive_until_checkpointed(
+    rec: &Recorder,
+    table: &str,
+    (to, checkpoints): (&str, &str),
+    extra: &[&str],
+    dir: &Path,
+) {
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .args(["archive", "--poll-interval", "200ms"])
-        .args(args)
+        .args(["--endpoint-url", &rec.url, "--table", table, "--to", to])
+        .args(["--checkpoint-table", checkpoints])
+        .args(extra)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -304,21 +313,8 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
     // archive of the stream's expiries, to a folder and to S3.
     let dir = temp("archive");
     let to = format!("file://{}", dir.display());
-    archive_until_checkpointed(
-        &[
-            "--endpoint-url",
-            &rec.url,
-            "--table",
-            &t,
-            "--to",
-            &to,
-            "--checkpoint-table",
-            &file_checkpoints.name,
-        ],
-        &dir,
-        &rec,
-    )
-    .await;
+    let file_archive = (to.as_str(), file_checkpoints.name.as_str());
+    archive_until_checkpointed(&rec, &t, file_archive, &[], &dir).await;
     let checkpoints = [(
         "precise-ttl-archive-checkpoints",
         file_checkpoints.name.as_str(),
@@ -330,25 +326,14 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
         &fill(&t, &checkpoints),
     );
     let spool_stream = temp("spool");
-    archive_until_checkpointed(
-        &[
-            "--endpoint-url",
-            &rec.url,
-            "--table",
-            &t,
-            "--to",
-            &s3_url,
-            "--checkpoint-table",
-            &s3_checkpoints.name,
-            "--archive-endpoint-url",
-            &s3rec.url,
-            "--archive-spool",
-            spool_stream.to_str().unwrap(),
-        ],
-        &spool_stream,
-        &rec,
-    )
-    .await;
+    let s3_archive = (s3_url.as_str(), s3_checkpoints.name.as_str());
+    let to_s3 = [
+        "--archive-endpoint-url",
+        s3rec.url.as_str(),
+        "--archive-spool",
+        spool_stream.to_str().unwrap(),
+    ];
+    archive_until_checkpointed(&rec, &t, s3_archive, &to_s3, &spool_stream).await;
     let archive_fill: Vec<_> = [(
         "precise-ttl-archive-checkpoints",
         s3_checkpoints.name.as_str(),

@@ -6,7 +6,7 @@
 use crate::support::{LocalProxy, Serves};
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -40,19 +40,18 @@ pub struct Faults {
 
 #[derive(Default)]
 pub struct State {
-    throttle: AtomicU32,
-    server_error: AtomicU32,
-    slow: AtomicU32,
-    reset: AtomicU32,
-    unprocessed: AtomicU32,
-    down: AtomicBool,
-    refuse_partiql: AtomicBool,
-    partiql_500: AtomicBool,
-    date_shift_secs: std::sync::atomic::AtomicI64,
-    throttle_writes_to: std::sync::Mutex<Option<&'static str>>,
+    /// The faults injected now: one value, swapped whole by [`set`], so that a request sees
+    /// one setting or the next, never half of each.
+    faults: std::sync::Mutex<Faults>,
     pub unprocessed_statements: AtomicU64,
     pub injected: AtomicU64,
     pub forwarded: AtomicU64,
+}
+
+impl State {
+    fn faults(&self) -> Faults {
+        *self.faults.lock().unwrap()
+    }
 }
 
 /// The fault proxy: its state is the faults it injects, and what it counted.
@@ -65,20 +64,7 @@ impl FaultProxy {
 }
 
 pub fn set(state: &State, f: Faults) {
-    state.throttle.store(f.throttle, Ordering::SeqCst);
-    state.server_error.store(f.server_error, Ordering::SeqCst);
-    state.slow.store(f.slow, Ordering::SeqCst);
-    state.reset.store(f.reset, Ordering::SeqCst);
-    state.unprocessed.store(f.unprocessed, Ordering::SeqCst);
-    state.down.store(f.down, Ordering::SeqCst);
-    state
-        .refuse_partiql
-        .store(f.refuse_partiql, Ordering::SeqCst);
-    state.partiql_500.store(f.partiql_500, Ordering::SeqCst);
-    state
-        .date_shift_secs
-        .store(f.date_shift_secs, Ordering::SeqCst);
-    *state.throttle_writes_to.lock().unwrap() = f.throttle_writes_to;
+    *state.faults.lock().unwrap() = f;
 }
 
 /// Reads one HTTP/1.1 message (head and Content-Length body); `None` at end of stream.
@@ -128,17 +114,16 @@ impl Serves for State {
         let mut buf = Vec::new();
         let mut up: Option<(TcpStream, Vec<u8>)> = None;
         loop {
-            if state.down.load(Ordering::SeqCst) {
+            if state.faults().down {
                 return Ok(()); // drop the connection
             }
             let Some(request) = read_message(&mut client, &mut buf).await? else {
                 return Ok(());
             };
-            if state.down.load(Ordering::SeqCst) {
+            if state.faults().down {
                 return Ok(());
             }
-            if state.refuse_partiql.load(Ordering::SeqCst)
-                && target(&request).ends_with("BatchExecuteStatement")
+            if state.faults().refuse_partiql && target(&request).ends_with("BatchExecuteStatement")
             {
                 state.injected.fetch_add(1, Ordering::Relaxed);
                 client
@@ -146,9 +131,7 @@ impl Serves for State {
                     .await?;
                 continue;
             }
-            if state.partiql_500.load(Ordering::SeqCst)
-                && target(&request).ends_with("BatchExecuteStatement")
-            {
+            if state.faults().partiql_500 && target(&request).ends_with("BatchExecuteStatement") {
                 state.injected.fetch_add(1, Ordering::Relaxed);
                 client
                     .write_all(&error_response(
@@ -158,7 +141,7 @@ impl Serves for State {
                     .await?;
                 continue;
             }
-            let throttled_table = *state.throttle_writes_to.lock().unwrap();
+            let throttled_table = state.faults().throttle_writes_to;
             if let Some(table) = throttled_table {
                 let op = target(&request);
                 let named = format!("\"TableName\":\"{table}\"");
@@ -176,10 +159,10 @@ impl Serves for State {
                 }
             }
             let roll = fastrand::u32(0..1000);
-            let t = state.throttle.load(Ordering::SeqCst);
-            let e = t + state.server_error.load(Ordering::SeqCst);
-            let r = e + state.reset.load(Ordering::SeqCst);
-            let s = r + state.slow.load(Ordering::SeqCst);
+            let t = state.faults().throttle;
+            let e = t + state.faults().server_error;
+            let r = e + state.faults().reset;
+            let s = r + state.faults().slow;
             if roll < t {
                 state.injected.fetch_add(1, Ordering::Relaxed);
                 let kind = [
@@ -211,7 +194,7 @@ impl Serves for State {
                 // Longer than any attempt timeout the tests configure.
                 tokio::time::sleep(Duration::from_secs(3)).await;
             }
-            let rate = state.unprocessed.load(Ordering::SeqCst);
+            let rate = state.faults().unprocessed;
             let (request, held_back) =
                 if rate > 0 && target(&request).ends_with("BatchExecuteStatement") {
                     hold_back_statements(&request, rate)
@@ -242,7 +225,7 @@ impl Serves for State {
             if !held_back.is_empty() {
                 response = splice_unprocessed(&response, &held_back);
             }
-            let shift = state.date_shift_secs.load(Ordering::SeqCst);
+            let shift = state.faults().date_shift_secs;
             if shift != 0 {
                 response = shift_date(&response, shift);
             }
