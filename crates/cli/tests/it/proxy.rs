@@ -108,6 +108,13 @@ fn error_response(status: &str, kind: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// Answers `client` with the error `kind` (HTTP `status`) instead of forwarding its request:
+/// one injected fault.
+async fn inject(client: &mut TcpStream, state: &State, status: &str, kind: &str) -> io::Result<()> {
+    state.injected.fetch_add(1, Ordering::Relaxed);
+    client.write_all(&error_response(status, kind)).await
+}
+
 impl Serves for State {
     async fn serve(mut client: TcpStream, upstream: String, state: Arc<State>) -> io::Result<()> {
         let (upstream, state) = (upstream.as_str(), &*state);
@@ -120,69 +127,59 @@ impl Serves for State {
             let Some(request) = read_message(&mut client, &mut buf).await? else {
                 return Ok(());
             };
-            if state.faults().down {
+            // One setting for the whole request, read once it has come.
+            let faults = state.faults();
+            if faults.down {
                 return Ok(());
             }
-            if state.faults().refuse_partiql && target(&request).ends_with("BatchExecuteStatement")
-            {
-                state.injected.fetch_add(1, Ordering::Relaxed);
-                client
-                    .write_all(&error_response("400 Bad Request", "AccessDeniedException"))
-                    .await?;
+            let batch = target(&request).ends_with("BatchExecuteStatement");
+            if faults.refuse_partiql && batch {
+                inject(
+                    &mut client,
+                    state,
+                    "400 Bad Request",
+                    "AccessDeniedException",
+                )
+                .await?;
                 continue;
             }
-            if state.faults().partiql_500 && target(&request).ends_with("BatchExecuteStatement") {
-                state.injected.fetch_add(1, Ordering::Relaxed);
-                client
-                    .write_all(&error_response(
-                        "500 Internal Server Error",
-                        "InternalServerError",
-                    ))
-                    .await?;
+            if faults.partiql_500 && batch {
+                let (status, kind) = ("500 Internal Server Error", "InternalServerError");
+                inject(&mut client, state, status, kind).await?;
                 continue;
             }
-            let throttled_table = state.faults().throttle_writes_to;
-            if let Some(table) = throttled_table {
+            if let Some(table) = faults.throttle_writes_to {
                 let op = target(&request);
                 let named = format!("\"TableName\":\"{table}\"");
                 if (op.ends_with("UpdateItem") || op.ends_with("PutItem"))
                     && String::from_utf8_lossy(&request).contains(&named)
                 {
-                    state.injected.fetch_add(1, Ordering::Relaxed);
-                    client
-                        .write_all(&error_response(
-                            "400 Bad Request",
-                            "ProvisionedThroughputExceededException",
-                        ))
-                        .await?;
+                    let kind = "ProvisionedThroughputExceededException";
+                    inject(&mut client, state, "400 Bad Request", kind).await?;
                     continue;
                 }
             }
             let roll = fastrand::u32(0..1000);
-            let t = state.faults().throttle;
-            let e = t + state.faults().server_error;
-            let r = e + state.faults().reset;
-            let s = r + state.faults().slow;
+            let t = faults.throttle;
+            let e = t + faults.server_error;
+            let r = e + faults.reset;
+            let s = r + faults.slow;
             if roll < t {
-                state.injected.fetch_add(1, Ordering::Relaxed);
                 let kind = [
                     "ThrottlingException",
                     "ProvisionedThroughputExceededException",
                     "RequestLimitExceeded",
                 ][fastrand::usize(0..3)];
-                client
-                    .write_all(&error_response("400 Bad Request", kind))
-                    .await?;
+                inject(&mut client, state, "400 Bad Request", kind).await?;
                 continue;
             }
             if roll < e {
-                state.injected.fetch_add(1, Ordering::Relaxed);
                 let (status, kind) = if fastrand::bool() {
                     ("500 Internal Server Error", "InternalServerError")
                 } else {
                     ("503 Service Unavailable", "ServiceUnavailable")
                 };
-                client.write_all(&error_response(status, kind)).await?;
+                inject(&mut client, state, status, kind).await?;
                 continue;
             }
             if roll < r {
@@ -194,13 +191,12 @@ impl Serves for State {
                 // Longer than any attempt timeout the tests configure.
                 tokio::time::sleep(Duration::from_secs(3)).await;
             }
-            let rate = state.faults().unprocessed;
-            let (request, held_back) =
-                if rate > 0 && target(&request).ends_with("BatchExecuteStatement") {
-                    hold_back_statements(&request, rate)
-                } else {
-                    (request, Vec::new())
-                };
+            let rate = faults.unprocessed;
+            let (request, held_back) = if rate > 0 && batch {
+                hold_back_statements(&request, rate)
+            } else {
+                (request, Vec::new())
+            };
             state
                 .unprocessed_statements
                 .fetch_add(held_back.len() as u64, Ordering::Relaxed);
@@ -225,7 +221,7 @@ impl Serves for State {
             if !held_back.is_empty() {
                 response = splice_unprocessed(&response, &held_back);
             }
-            let shift = state.faults().date_shift_secs;
+            let shift = faults.date_shift_secs;
             if shift != 0 {
                 response = shift_date(&response, shift);
             }
