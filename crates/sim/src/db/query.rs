@@ -2,7 +2,9 @@
 //! range of the sort key), filters, projections, limits, pages in either direction, and its
 //! capacity on the partition it reads.
 
-use super::read::{ReadOptions, bounds_ok, charge_read, project, read_admit, read_capacity};
+use super::read::{
+    ReadOptions, bounds_ok, charge_read, project, read_admit, read_capacity, start_row,
+};
 use super::*;
 
 /// Sort-key bounds of a Query.
@@ -164,16 +166,7 @@ impl Db {
                 }
                 None => {
                     let hash = hash_key(&hash_value);
-                    let start = input
-                        .exclusive_start_key
-                        .as_ref()
-                        .map(|k| table_ref.key_of(k))
-                        .transpose()
-                        .map_err(|_| {
-                            DbError::validation(
-                                "The provided starting key is invalid: The provided key element does not match the schema",
-                            )
-                        })?;
+                    let start = start_row(table_ref, input.exclusive_start_key.as_ref())?;
                     let (low, high) = row_bounds(hash, &hash_value, &sort, start.as_ref(), forward);
                     if bounds_ok(&low, &high) {
                         let range = table_ref.rows.range((low, high));

@@ -67,16 +67,7 @@ impl Db {
         );
         let table = self.table_mut(&input.table_name)?;
         read_admit(table, None, None, now.instant)?;
-        let start = input
-            .exclusive_start_key
-            .as_ref()
-            .map(|k| table.key_of(k))
-            .transpose()
-            .map_err(|_| {
-                DbError::validation(
-                    "The provided starting key is invalid: The provided key element does not match the schema",
-                )
-            })?;
+        let start = start_row(table, input.exclusive_start_key.as_ref())?;
         let low = match start {
             Some(k) if k.hash >= seg_low => Bound::Excluded(k),
             _ => Bound::Included(RowKey {
@@ -178,6 +169,16 @@ impl Db {
             projection,
         })
     }
+}
+
+/// The table row a Query or Scan of the table goes on after: its `ExclusiveStartKey`, which
+/// must be a key of the table.
+pub(super) fn start_row(table: &Table, start: Option<&Item>) -> Result<Option<RowKey>, DbError> {
+    start.map(|k| table.key_of(k)).transpose().map_err(|_| {
+        DbError::validation(
+            "The provided starting key is invalid: The provided key element does not match the schema",
+        )
+    })
 }
 
 pub(super) fn project(
