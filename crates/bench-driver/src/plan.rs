@@ -30,6 +30,32 @@ pub struct Extension {
     pub shard: Option<u16>,
 }
 
+impl Plan {
+    /// Plants `key` with a Number TTL at `ttl` on `shard`, to be deleted: as expiring during
+    /// the run (`backlog` false) or as already due when it starts.
+    fn due(
+        &mut self,
+        items: &ItemWriter,
+        key: String,
+        ttl: Timestamp,
+        shard: Option<u16>,
+        backlog: bool,
+    ) {
+        self.writes
+            .push(items.item(&key, Some(epoch_seconds(ttl)), shard));
+        let ttl_ms = ttl.as_millis();
+        self.planted.push(Planted {
+            key,
+            expect: match backlog {
+                false => Expectation::Expire { ttl_ms },
+                true => Expectation::Backlog { ttl_ms },
+            },
+            shard,
+            table_partition: None,
+        });
+    }
+}
+
 fn survive(key: &str, why: &str) -> Planted {
     Planted {
         key: key.to_string(),
@@ -137,32 +163,12 @@ pub fn main_load(
         let key = format!("item-{i:07}");
         let ms = first.as_millis() + (spread_ms * i as f64 / count as f64) as i64 + rng.i64(0..7);
         let ttl = Timestamp::from_millis(ms - ms.rem_euclid(step));
-        let s = shard(Some(i));
-        plan.writes
-            .push(items.item(&key, Some(epoch_seconds(ttl)), s));
-        plan.planted.push(Planted {
-            key,
-            expect: Expectation::Expire {
-                ttl_ms: ttl.as_millis(),
-            },
-            shard: s,
-            table_partition: None,
-        });
+        plan.due(items, key, ttl, shard(Some(i)), false);
     }
     for i in 0..backlog {
         let key = format!("backlog-{i:07}");
         let ttl = now.saturating_sub(Duration::from_millis(10_000 + rng.u64(0..3_600_000)));
-        let s = shard(None);
-        plan.writes
-            .push(items.item(&key, Some(epoch_seconds(ttl)), s));
-        plan.planted.push(Planted {
-            key,
-            expect: Expectation::Backlog {
-                ttl_ms: ttl.as_millis(),
-            },
-            shard: s,
-            table_partition: None,
-        });
+        plan.due(items, key, ttl, shard(None), true);
     }
     let extended = (count / 100).clamp(10, 1000);
     for i in 0..extended {
@@ -236,13 +242,38 @@ mod tests {
     use precise_ttl_bench::Expectation;
     use precise_ttl_core::{ShardCount, TtlLayout};
 
+    /// `main_load` of `shape` with `seed`, made at one fixed time for a first TTL `lead`
+    /// later: every test's plan.
+    fn load(items: &ItemWriter, shape: LoadShape, lead: Duration, seed: u64) -> Plan {
+        let now = Timestamp::from_millis(1_800_000_000_000);
+        let first = now.saturating_add(lead);
+        main_load(
+            items,
+            shape,
+            now,
+            first,
+            &mut fastrand::Rng::with_seed(seed),
+        )
+    }
+
+    /// `count` items due in whole seconds over two, and `backlog` already due, on `shards`
+    /// shards drawn uniformly.
+    fn whole_seconds(count: u64, backlog: u64, shards: u16) -> LoadShape {
+        LoadShape {
+            count,
+            spread: Duration::from_secs(2),
+            backlog,
+            shards,
+            hot_share: None,
+            granularity: Duration::from_secs(1),
+        }
+    }
+
     #[test]
     fn every_planted_item_is_written_once_with_the_layouts_names() {
         let layout =
             TtlLayout::new("expires_at", "bucket", "idx", ShardCount::new(4).unwrap()).unwrap();
         let items = ItemWriter::new("id", &layout);
-        let now = Timestamp::from_millis(1_800_000_000_000);
-        let first = now.saturating_add(Duration::from_secs(5));
         let shape = LoadShape {
             count: 300,
             spread: Duration::from_secs(3),
@@ -251,7 +282,7 @@ mod tests {
             hot_share: None,
             granularity: Duration::from_millis(1),
         };
-        let plan = main_load(&items, shape, now, first, &mut fastrand::Rng::with_seed(7));
+        let plan = load(&items, shape, Duration::from_secs(5), 7);
         assert_eq!(plan.writes.len(), plan.planted.len());
         let expiring = plan
             .planted
@@ -290,23 +321,12 @@ mod tests {
     #[test]
     fn whole_second_ttls_and_one_seed_give_one_plan() {
         let items = ItemWriter::new("pk", &TtlLayout::default());
-        let now = Timestamp::from_millis(1_800_000_000_000);
-        let first = now.saturating_add(Duration::from_millis(5_300));
-        let shape = LoadShape {
-            count: 200,
-            spread: Duration::from_secs(2),
-            backlog: 0,
-            shards: 4,
-            hot_share: None,
-            granularity: Duration::from_secs(1),
-        };
         let plan = |seed| {
-            main_load(
+            load(
                 &items,
-                shape,
-                now,
-                first,
-                &mut fastrand::Rng::with_seed(seed),
+                whole_seconds(200, 0, 4),
+                Duration::from_millis(5_300),
+                seed,
             )
         };
         let ttls = |p: &Plan| -> Vec<i64> {
@@ -327,17 +347,13 @@ mod tests {
     #[test]
     fn a_hot_shard_gets_its_share_of_every_second_and_the_others_the_rest_evenly() {
         let items = ItemWriter::new("pk", &TtlLayout::default());
-        let now = Timestamp::from_millis(1_800_000_000_000);
-        let first = now.saturating_add(Duration::from_secs(5));
+        let lead = Duration::from_secs(5);
+        let uniform = whole_seconds(16_000, 100, 8);
         let shape = LoadShape {
-            count: 16_000,
-            spread: Duration::from_secs(2),
-            backlog: 100,
-            shards: 8,
             hot_share: Some(0.1875),
-            granularity: Duration::from_secs(1),
+            ..uniform
         };
-        let plan = main_load(&items, shape, now, first, &mut fastrand::Rng::with_seed(3));
+        let plan = load(&items, shape, lead, 3);
         let mut per_second: std::collections::BTreeMap<i64, [u64; 8]> = Default::default();
         for p in &plan.planted {
             if let Expectation::Expire { ttl_ms } = p.expect {
@@ -369,17 +385,7 @@ mod tests {
             backlog_on_0 < 40,
             "the backlog stays uniform: {backlog_on_0}"
         );
-        let uniform = LoadShape {
-            hot_share: None,
-            ..shape
-        };
-        let with_share_none = main_load(
-            &items,
-            uniform,
-            now,
-            first,
-            &mut fastrand::Rng::with_seed(3),
-        );
+        let with_share_none = load(&items, uniform, lead, 3);
         let on_0 = with_share_none
             .planted
             .iter()

@@ -15,6 +15,7 @@ use crate::raw;
 use crate::report::{BenchRun, Measured, summarize};
 use crate::usage::UsageSampler;
 use precise_ttl_bench::Inputs;
+use precise_ttl_core::Timestamp;
 use precise_ttl_dynamodb::bulk::put_all;
 use precise_ttl_dynamodb::stream::enable_keys_stream;
 use precise_ttl_dynamodb::{Dynamo, SetupOptions, setup};
@@ -73,19 +74,7 @@ async fn run_on(
     let early = plan::string_ttls(&items, t);
     put_all(dynamo, table, early.writes, |_| {}).await?;
     let mut planted = early.planted;
-    let options = SetupOptions {
-        native_ttl: false, // DynamoDB Local would delete too: we measure our deletes only.
-        poll_interval: Duration::from_millis(100),
-        // A provisioned bench table: the index gets the table's capacity, as the bench's
-        // partitions are modelled alike (setup asks for the choice to be explicit).
-        index_capacity: config
-            .provisioned
-            .map(|p| precise_ttl_dynamodb::setup::IndexCapacity {
-                read: p.read as i64,
-                write: p.write as i64,
-            }),
-        ..SetupOptions::default()
-    };
+    let options = setup_options(config, Duration::from_millis(100));
     match &config.index {
         BenchIndex::Sharded => {
             setup::setup(dynamo, table, layout, &options).await?;
@@ -165,11 +154,8 @@ async fn run_on(
 
     // Run the daemon until every expected deletion was seen after the last TTL plus the grace
     // period (or the timeout), then stop it.
-    let judge_at = first
-        .saturating_add(config.spread)
-        .saturating_add(config.grace);
-    let give_up = judge_at.saturating_add(config.timeout);
     let run_started = clock.now();
+    let watch = Watch::new(config, first, run_started, total);
     let mut fleet = match (&config.lambda, config.no_sweeper) {
         (None, false) => Some(start_fleet(config, table, endpoint, first.as_millis())?),
         _ => None,
@@ -181,33 +167,17 @@ async fn run_on(
             run_started.as_millis(),
         )
     });
-    let extender = tokio::spawn(extend_ttls(
-        dynamo.clone(),
-        table.to_string(),
-        items.clone(),
-        main.extensions,
-    ));
-    let sampler = UsageSampler::start(fleet.as_ref().and_then(|f| f.first_pid()).unwrap_or(0));
+    let beside = Beside::start(dynamo, table, &items, main.extensions, fleet.as_ref());
     progress.event(Event::Sweeping { expected: total });
     let watched = async {
         loop {
             let removed = observer.removed_count()?;
             progress.event(Event::Removed { removed });
             let now = clock.now();
-            // Without a sweeper nothing is cleared: the run lasts the load's span.
-            let done = removed >= total || config.no_sweeper;
-            if now >= judge_at && (done || now >= give_up) {
+            if watch.over(now, removed) {
                 return Ok(());
             }
-            if let Some(after) = config.stop_after
-                && now >= run_started.saturating_add(after)
-            {
-                return Ok(());
-            }
-            if let Some(fleet) = &mut fleet {
-                fleet.check_running()?;
-                fleet.tick(now.as_millis()).await?;
-            }
+            tick_fleet(&mut fleet, now).await?;
             if let Some(lambda) = &mut lambda {
                 lambda
                     .tick(now.as_millis())
@@ -219,16 +189,10 @@ async fn run_on(
     };
     let watched: Result<(), BenchError> = watched.await;
     if let Err(e) = watched {
-        if let Some(fleet) = fleet {
-            let _ = fleet.stop(clock.now().as_millis()).await;
-        }
         if let Some(lambda) = lambda {
             lambda.finish().await;
         }
-        if let Some(app) = app {
-            let _ = app.stop().await;
-        }
-        extender.abort();
+        abandon(fleet, app, beside, clock.now()).await;
         return Err(e);
     }
     // Scrape while the workers still run: their counters die with them.
@@ -248,14 +212,7 @@ async fn run_on(
         Some(lambda) => Some(lambda.finish().await),
         None => None,
     };
-    let app = match app {
-        Some(app) => Some(app.stop().await?),
-        None => None,
-    };
-    let run_ended = clock.now();
-    let usage = sampler.stop();
-    progress.event(Event::SweepFinished);
-    let extended = extender.await??;
+    let ended = beside.end(app, &clock, progress).await?;
     // The last REMOVE records are still on their way to the stream.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let removals = observer.stop().await?;
@@ -269,7 +226,7 @@ async fn run_on(
         removals,
         present_at_end,
         run_started_ms: run_started.as_millis(),
-        run_ended_ms: run_ended.as_millis(),
+        run_ended_ms: ended.run_ended.as_millis(),
         observer_error_ms: Some(observer_delay_ms),
         // The bound goes by the faster of the two ways this run measured the store deleting
         // (none without a sweeper: there is no lag to hold to it).
@@ -287,13 +244,13 @@ async fn run_on(
         raw_batch_per_s: raw.map(|r| r.batch_per_s),
         // The extensions took the store's capacity as the deletes did; DynamoDB Local has no
         // partitions the bound knows of, so only its store-wide rate counts them.
-        app_writes: extended.iter().map(|w| w.app_write(None)).collect(),
-        app,
+        app_writes: ended.extended.iter().map(|w| w.app_write(None)).collect(),
+        app: ended.app,
     };
     let measured = Measured {
         load_seconds,
         raw,
-        usage,
+        usage: ended.usage,
         shutdown_ms: shutdown.as_millis() as u64,
         capacity,
         observer_delay_ms,
@@ -356,6 +313,154 @@ fn lambda_function(config: &BenchConfig, table: &str, endpoint: &str) -> Functio
             ("AWS_ENDPOINT_URL_DYNAMODB".into(), endpoint.into()),
         ],
     }
+}
+
+/// `setup` of the bench table, checking every `poll_interval` whether the index is up.
+/// Native TTL stays off: the store would delete too, and we measure our deletes only. A
+/// provisioned table's index gets the table's capacity, as the bench's partitions are
+/// modelled alike (setup asks for the choice to be explicit).
+pub(crate) fn setup_options(config: &BenchConfig, poll_interval: Duration) -> SetupOptions {
+    SetupOptions {
+        native_ttl: false,
+        poll_interval,
+        index_capacity: config
+            .provisioned
+            .map(|p| precise_ttl_dynamodb::setup::IndexCapacity {
+                read: p.read as i64,
+                write: p.write as i64,
+            }),
+        ..SetupOptions::default()
+    }
+}
+
+/// When a run's watch ends: at the judging time (the last TTL plus the grace period) once
+/// every expected removal was seen, and `timeout` after it at the latest; or `--stop-after`
+/// into the run. The live and the simulated run watch alike.
+pub(crate) struct Watch {
+    judge_at: Timestamp,
+    give_up: Timestamp,
+    stop_at: Option<Timestamp>,
+    /// Without a sweeper nothing is cleared: the run lasts the load's span.
+    no_sweeper: bool,
+    total: u64,
+}
+
+impl Watch {
+    pub(crate) fn new(
+        config: &BenchConfig,
+        first: Timestamp,
+        run_started: Timestamp,
+        total: u64,
+    ) -> Watch {
+        let judge_at = first
+            .saturating_add(config.spread)
+            .saturating_add(config.grace);
+        Watch {
+            judge_at,
+            give_up: judge_at.saturating_add(config.timeout),
+            stop_at: config
+                .stop_after
+                .map(|after| run_started.saturating_add(after)),
+            no_sweeper: config.no_sweeper,
+            total,
+        }
+    }
+
+    /// Whether the watch is over at `now`, `removed` removals seen.
+    pub(crate) fn over(&self, now: Timestamp, removed: u64) -> bool {
+        let done = removed >= self.total || self.no_sweeper;
+        (now >= self.judge_at && (done || now >= self.give_up))
+            || self.stop_at.is_some_and(|stop| now >= stop)
+    }
+}
+
+/// One step of the watch for the workers: one that exited fails the run, and the fleet's plan
+/// (joins, kills, the crash loop) moves on to `now`.
+pub(crate) async fn tick_fleet(
+    fleet: &mut Option<Fleet>,
+    now: Timestamp,
+) -> Result<(), BenchError> {
+    if let Some(fleet) = fleet {
+        fleet.check_running()?;
+        fleet.tick(now.as_millis()).await?;
+    }
+    Ok(())
+}
+
+/// What runs beside the workers while they are watched: the TTL extender (its writes come
+/// back when it ends) and the usage sampler of the first worker.
+pub(crate) struct Beside {
+    extender: tokio::task::JoinHandle<Result<Vec<crate::load::SentWrite>, BenchError>>,
+    sampler: UsageSampler,
+}
+
+/// What the run left once the watch is over.
+pub(crate) struct Ended {
+    pub(crate) app: Option<precise_ttl_bench::AppLoad>,
+    pub(crate) run_ended: Timestamp,
+    pub(crate) usage: crate::usage::Usage,
+    pub(crate) extended: Vec<crate::load::SentWrite>,
+}
+
+impl Beside {
+    pub(crate) fn start(
+        dynamo: &Dynamo,
+        table: &str,
+        items: &ItemWriter,
+        extensions: Vec<crate::plan::Extension>,
+        fleet: Option<&Fleet>,
+    ) -> Beside {
+        Beside {
+            extender: tokio::spawn(extend_ttls(
+                dynamo.clone(),
+                table.to_string(),
+                items.clone(),
+                extensions,
+            )),
+            sampler: UsageSampler::start(fleet.and_then(|f| f.first_pid()).unwrap_or(0)),
+        }
+    }
+
+    /// Ends them, and the application's writer first, after a watch that went well: the run
+    /// ends when the writer has stopped.
+    pub(crate) async fn end(
+        self,
+        app: Option<AppWriter>,
+        clock: &impl Clock,
+        progress: &dyn Progress,
+    ) -> Result<Ended, BenchError> {
+        let app = match app {
+            Some(app) => Some(app.stop().await?),
+            None => None,
+        };
+        let run_ended = clock.now();
+        let usage = self.sampler.stop();
+        progress.event(Event::SweepFinished);
+        let extended = self.extender.await??;
+        Ok(Ended {
+            app,
+            run_ended,
+            usage,
+            extended,
+        })
+    }
+}
+
+/// After a failed watch: the workers, the application's writer and the TTL extender stopped,
+/// whatever they answer, so that the run's own error is the one reported.
+pub(crate) async fn abandon(
+    fleet: Option<Fleet>,
+    app: Option<AppWriter>,
+    beside: Beside,
+    now: Timestamp,
+) {
+    if let Some(fleet) = fleet {
+        let _ = fleet.stop(now.as_millis()).await;
+    }
+    if let Some(app) = app {
+        let _ = app.stop().await;
+    }
+    beside.extender.abort();
 }
 
 /// The workers: one plain `run` without a fleet plan (killed and started again in a crash

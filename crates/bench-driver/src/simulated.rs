@@ -9,14 +9,14 @@ use crate::app::AppWriter;
 use crate::config::{BenchConfig, BenchIndex};
 use crate::error::BenchError;
 use crate::items::{Item, ItemWriter};
-use crate::load::{create_table, extend_ttls, scan_keys};
+use crate::load::{create_table, scan_keys};
 use crate::plan;
 use crate::progress::{Event, Progress};
 use crate::report::{BenchRun, Measured, summarize};
-use crate::usage::UsageSampler;
+use crate::run::Beside;
 use aws_sdk_dynamodb::types::AttributeValue;
 use precise_ttl_bench::{Inputs, PartitionLimit, Removal, StoreCapacity};
-use precise_ttl_dynamodb::{Dynamo, SetupOptions, setup};
+use precise_ttl_dynamodb::{Dynamo, setup};
 use precise_ttl_engine::{Clock, SystemClock};
 use precise_ttl_sim::{KeyValue, Latency, SimConfig, Simulator, Value};
 use std::sync::Arc;
@@ -104,19 +104,7 @@ async fn run_on(
     let early = plan::string_ttls(&items, t);
     plant(simulator, early.writes)?;
     let mut planted = early.planted;
-    let options = SetupOptions {
-        native_ttl: false,
-        poll_interval: Duration::from_millis(50),
-        // A provisioned bench table: the index gets the table's capacity, as the bench's
-        // partitions are modelled alike (setup asks for the choice to be explicit).
-        index_capacity: config
-            .provisioned
-            .map(|p| precise_ttl_dynamodb::setup::IndexCapacity {
-                read: p.read as i64,
-                write: p.write as i64,
-            }),
-        ..SetupOptions::default()
-    };
+    let options = crate::run::setup_options(config, Duration::from_millis(50));
     setup::setup(&dynamo, TABLE, layout, &options).await?;
     let total = config.items + config.backlog;
     // Planting ran at 170 000 items/s for 600 000 items and 110 000-131 000/s for 5.2 million
@@ -159,11 +147,8 @@ async fn run_on(
         )
     });
 
-    let judge_at = first
-        .saturating_add(config.spread)
-        .saturating_add(config.grace);
-    let give_up = judge_at.saturating_add(config.timeout);
     let run_started = clock.now();
+    let watch = crate::run::Watch::new(config, first, run_started, total);
     let mut fleet = match config.no_sweeper {
         false => Some(crate::run::start_fleet(
             config,
@@ -173,45 +158,23 @@ async fn run_on(
         )?),
         true => None,
     };
-    let extender = tokio::spawn(extend_ttls(
-        dynamo.clone(),
-        TABLE.to_string(),
-        items.clone(),
-        main.extensions,
-    ));
-    let sampler = UsageSampler::start(fleet.as_ref().and_then(|f| f.first_pid()).unwrap_or(0));
+    let beside = Beside::start(&dynamo, TABLE, &items, main.extensions, fleet.as_ref());
     progress.event(Event::Sweeping { expected: total });
     let watched = async {
         loop {
             let removed = simulator.deletion_count() as u64;
             progress.event(Event::Removed { removed });
             let now = clock.now();
-            // Without a sweeper nothing is cleared: the run lasts the load's span.
-            let done = removed >= total || config.no_sweeper;
-            if now >= judge_at && (done || now >= give_up) {
+            if watch.over(now, removed) {
                 return Ok(());
             }
-            if let Some(after) = config.stop_after
-                && now >= run_started.saturating_add(after)
-            {
-                return Ok(());
-            }
-            if let Some(fleet) = &mut fleet {
-                fleet.check_running()?;
-                fleet.tick(now.as_millis()).await?;
-            }
+            crate::run::tick_fleet(&mut fleet, now).await?;
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     };
     let watched: Result<(), BenchError> = watched.await;
     if let Err(e) = watched {
-        if let Some(fleet) = fleet {
-            let _ = fleet.stop(clock.now().as_millis()).await;
-        }
-        if let Some(app) = app {
-            let _ = app.stop().await;
-        }
-        extender.abort();
+        crate::run::abandon(fleet, app, beside, clock.now()).await;
         return Err(e);
     }
     let (units, failed, shutdown) = match fleet {
@@ -222,14 +185,7 @@ async fn run_on(
         }
         None => (None, None, Duration::ZERO),
     };
-    let app = match app {
-        Some(app) => Some(app.stop().await?),
-        None => None,
-    };
-    let run_ended = clock.now();
-    let usage = sampler.stop();
-    progress.event(Event::SweepFinished);
-    let extended = extender.await??;
+    let ended = beside.end(app, &clock, progress).await?;
     if let Some(status) = failed {
         return Err(BenchError::DaemonFailed(status));
     }
@@ -248,7 +204,8 @@ async fn run_on(
     }
     // The extensions took the same table and index partitions as the deletes: the bound counts
     // them, each on its item's partitions.
-    let app_writes = extended
+    let app_writes = ended
+        .extended
         .iter()
         .map(|w| w.app_write(table_partition(&w.key)))
         .collect();
@@ -257,7 +214,7 @@ async fn run_on(
         removals,
         present_at_end,
         run_started_ms: run_started.as_millis(),
-        run_ended_ms: run_ended.as_millis(),
+        run_ended_ms: ended.run_ended.as_millis(),
         // The simulator dates each delete itself: nothing stands between it and the log.
         observer_error_ms: Some(0.0),
         // Without a sweeper there is no lag to hold to a bound.
@@ -267,12 +224,12 @@ async fn run_on(
         // is held to it.
         raw_batch_per_s: None,
         app_writes,
-        app,
+        app: ended.app,
     };
     let measured = Measured {
         load_seconds,
         raw: None,
-        usage,
+        usage: ended.usage,
         shutdown_ms: shutdown.as_millis() as u64,
         capacity: units,
         observer_delay_ms: 0.0,

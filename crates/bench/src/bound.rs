@@ -356,6 +356,18 @@ mod tests {
         }
     }
 
+    /// A table of 10 000/s with `burst_items` of credit, each partition of it held to 1 000/s
+    /// without burst: where the partitions' limits are the ones that bite.
+    fn partition_limited(burst_items: f64) -> StoreCapacity {
+        StoreCapacity {
+            partition: Some(PartitionLimit {
+                per_second: 1000.0,
+                burst_items: 0.0,
+            }),
+            ..capacity(10_000.0, burst_items)
+        }
+    }
+
     fn at(ttls: &[i64]) -> Vec<Expiring> {
         ttls.iter().map(|t| Expiring::at(*t)).collect()
     }
@@ -406,13 +418,7 @@ mod tests {
     fn a_partition_at_its_limit_holds_its_items_back_however_idle_the_table() {
         // 1 500/s on a 10 000/s table, all of it on one partition of 1 000/s, for 2 s: the
         // partition falls 500 behind each second. Spread over two partitions: no wait.
-        let limited = StoreCapacity {
-            partition: Some(PartitionLimit {
-                per_second: 1000.0,
-                burst_items: 0.0,
-            }),
-            ..capacity(10_000.0, 0.0)
-        };
+        let limited = partition_limited(0.0);
         let one: Vec<Expiring> = (0..3000)
             .map(|i| Expiring {
                 ttl_ms: i * 2 / 3,
@@ -459,13 +465,7 @@ mod tests {
     #[test]
     fn lags_by_item_are_the_same_lags_in_the_items_order() {
         // Two partitions, one over its limit; the input out of TTL order.
-        let limited = StoreCapacity {
-            partition: Some(PartitionLimit {
-                per_second: 1000.0,
-                burst_items: 0.0,
-            }),
-            ..capacity(10_000.0, 0.0)
-        };
+        let limited = partition_limited(0.0);
         let items: Vec<Expiring> = (0..4000i64)
             .rev()
             .map(|i| Expiring {
@@ -500,13 +500,7 @@ mod tests {
         // delete waits; with them the partition runs 400 units behind, and its deletes wait
         // about 0.4 s. The same writes on partition 8, where nothing expires, change nothing
         // (the table has burst credit to spare: its own bucket is not what is tested here).
-        let limited = StoreCapacity {
-            partition: Some(PartitionLimit {
-                per_second: 1000.0,
-                burst_items: 0.0,
-            }),
-            ..capacity(10_000.0, 1000.0)
-        };
+        let limited = partition_limited(1000.0);
         let items: Vec<Expiring> = (0..2000)
             .map(|i| Expiring {
                 ttl_ms: i,

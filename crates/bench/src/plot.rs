@@ -4,7 +4,9 @@
 
 use std::path::Path;
 
+use plotters::chart::MeshStyle;
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::analyze::Report;
@@ -46,6 +48,42 @@ pub fn write_plot(report: &Report, path: &Path) -> Result<(), PlotError> {
 
 type DrawResult = Result<(), DrawingAreaErrorKind<std::io::Error>>;
 
+/// The colour of the deletions, in both panels.
+const DELETION_BLUE: RGBColor = RGBColor(31, 119, 180);
+
+/// One panel's chart on `area`: both panels have the same caption font, margin and room for
+/// the axis labels.
+fn panel<'a, 'b>(
+    area: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    caption: String,
+    x: std::ops::Range<f64>,
+    y: std::ops::Range<f64>,
+) -> Result<
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    DrawingAreaErrorKind<std::io::Error>,
+> {
+    ChartBuilder::on(area)
+        .caption(caption, (FONT, 18))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x, y)
+}
+
+/// A panel's axes: their descriptions, in the plot's fonts, with its tick labels.
+fn axes<'m, 'a, 'b, DB: DrawingBackend>(
+    mesh: &'m mut MeshStyle<'a, 'b, RangedCoordf64, RangedCoordf64, DB>,
+    x_desc: &str,
+    y_desc: &str,
+) -> &'m mut MeshStyle<'a, 'b, RangedCoordf64, RangedCoordf64, DB> {
+    mesh.x_desc(x_desc)
+        .y_desc(y_desc)
+        .axis_desc_style((FONT, 15))
+        .label_style((FONT, 13))
+        .x_label_formatter(&tick)
+        .y_label_formatter(&tick)
+}
+
 /// Panel (a): one point per removed `Expire` item, early deletions in red, p99 as a line.
 fn draw_scatter(report: &Report, area: &DrawingArea<SVGBackend<'_>, Shift>) -> DrawResult {
     let points = &report.lag_points;
@@ -66,23 +104,16 @@ fn draw_scatter(report: &Report, area: &DrawingArea<SVGBackend<'_>, Shift>) -> D
         ),
         None => "(a) lag over time — no expiring item deleted".to_owned(),
     };
-    let mut chart = ChartBuilder::on(area)
-        .caption(caption, (FONT, 18))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(70)
-        .build_cartesian_2d(x_min..x_max, (y_min - pad)..(y_max + pad))?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds since sweeper start")
-        .y_desc("lag (ms) = seen − TTL")
-        .axis_desc_style((FONT, 15))
-        .label_style((FONT, 13))
-        .x_label_formatter(&tick)
-        .y_label_formatter(&tick)
-        .draw()?;
+    let mut chart = panel(area, caption, x_min..x_max, (y_min - pad)..(y_max + pad))?;
+    let mut mesh = chart.configure_mesh();
+    axes(
+        &mut mesh,
+        "seconds since sweeper start",
+        "lag (ms) = seen − TTL",
+    )
+    .draw()?;
 
-    let blue = RGBColor(31, 119, 180);
+    let blue = DELETION_BLUE;
     chart
         .draw_series(
             points
@@ -146,24 +177,13 @@ fn draw_histogram(report: &Report, area: &DrawingArea<SVGBackend<'_>, Shift>) ->
         ),
         None => format!("(b) lag histogram — {width} ms buckets"),
     };
-    let mut chart = ChartBuilder::on(area)
-        .caption(caption, (FONT, 18))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0.0..x_end, 0.0..y_max)?;
-    chart
-        .configure_mesh()
+    let mut chart = panel(area, caption, 0.0..x_end, 0.0..y_max)?;
+    let mut mesh = chart.configure_mesh();
+    axes(&mut mesh, "lag (ms), clamped at 0", "items")
         .disable_x_mesh()
-        .x_desc("lag (ms), clamped at 0")
-        .y_desc("items")
-        .axis_desc_style((FONT, 15))
-        .label_style((FONT, 13))
-        .x_label_formatter(&tick)
-        .y_label_formatter(&tick)
         .draw()?;
 
-    let blue = RGBColor(31, 119, 180);
+    let blue = DELETION_BLUE;
     // A small gap keeps neighbouring bars of equal height apart.
     let gap = width * 0.08;
     chart.draw_series(regular.iter().filter(|b| b.count > 0).map(|b| {

@@ -42,6 +42,15 @@ fn config() -> SweepConfig {
     }
 }
 
+/// The reference store with `count` items, `k0` up, due a second ago on shard 0.
+fn due_now(count: usize) -> Arc<MemoryStore> {
+    let store = Arc::new(MemoryStore::new());
+    for i in 0..count {
+        store.put(format!("k{i}"), num(NOW_S - 1, 0));
+    }
+    store
+}
+
 fn num(n: impl ToString, shard: u16) -> MemItem {
     MemItem {
         ttl: MemTtl::Number(n.to_string()),
@@ -113,27 +122,82 @@ async fn deletes_every_due_item_across_pages_and_shards_and_nothing_else() {
 type AfterQuery =
     Box<dyn Fn(&MemoryStore, Shard, &[DueItem<String>]) -> Result<(), StoreError> + Send + Sync>;
 
-/// The reference store with a hook after every index read: the deterministic form of a writer
-/// racing the sweeper, or of a read that fails for some shards only.
-struct Hooked {
+/// Where a read of a partition goes: a shard of the reference store and the part of the
+/// window to read there, or `None` for an empty page.
+type Route<P> = Box<dyn Fn(&P, DueWindow) -> Option<(Shard, DueWindow)> + Send + Sync>;
+
+/// What a delete answers, given the reference store's answer.
+type AfterDelete = Box<
+    dyn Fn(Result<DeleteOutcome, StoreError>) -> Result<DeleteOutcome, StoreError> + Send + Sync,
+>;
+
+/// The reference store behind hooks: the one test double of these tests, so that each test
+/// says only what differs from the reference store. A hook after every index read is the
+/// deterministic form of a writer racing the sweeper, or of a read that fails for some shards
+/// only; a hook on the deletes' answers loses one; a route reads another kind of partition
+/// (a window index's labels) off the reference store's shards.
+struct Hooked<P = Shard> {
     inner: MemoryStore,
+    route: Route<P>,
     after_query: AfterQuery,
+    after_delete: AfterDelete,
 }
 
-impl ExpiryStore for Hooked {
+impl Hooked {
+    /// On the reference store's own shards, nothing hooked yet.
+    fn new(inner: MemoryStore) -> Hooked {
+        Hooked::routed(inner, Box::new(|shard, window| Some((*shard, window))))
+    }
+}
+
+impl<P> Hooked<P> {
+    fn routed(inner: MemoryStore, route: Route<P>) -> Hooked<P> {
+        Hooked {
+            inner,
+            route,
+            after_query: Box::new(|_, _, _| Ok(())),
+            after_delete: Box::new(|outcome| outcome),
+        }
+    }
+
+    fn after_query(self, after_query: AfterQuery) -> Hooked<P> {
+        Hooked {
+            after_query,
+            ..self
+        }
+    }
+
+    fn after_delete(self, after_delete: AfterDelete) -> Hooked<P> {
+        Hooked {
+            after_delete,
+            ..self
+        }
+    }
+}
+
+impl<P> ExpiryStore for Hooked<P>
+where
+    P: Clone + Send + Sync + std::fmt::Debug + std::fmt::Display + 'static,
+{
     type Key = String;
     type Cursor = <MemoryStore as ExpiryStore>::Cursor;
-    type Partition = Shard;
+    type Partition = P;
 
     async fn due_page(
         &self,
-        shard: &Shard,
+        partition: &P,
         window: DueWindow,
         cursor: Option<Self::Cursor>,
         limit: u32,
     ) -> Result<DuePage<String, Self::Cursor>, StoreError> {
-        let page = self.inner.due_page(shard, window, cursor, limit).await?;
-        (self.after_query)(&self.inner, *shard, &page.items)?;
+        let Some((shard, window)) = (self.route)(partition, window) else {
+            return Ok(DuePage {
+                items: Vec::new(),
+                next: None,
+            });
+        };
+        let page = self.inner.due_page(&shard, window, cursor, limit).await?;
+        (self.after_query)(&self.inner, shard, &page.items)?;
         Ok(page)
     }
 
@@ -142,7 +206,7 @@ impl ExpiryStore for Hooked {
         key: &String,
         window: DueWindow,
     ) -> Result<DeleteOutcome, StoreError> {
-        self.inner.delete_if_due(key, window).await
+        (self.after_delete)(self.inner.delete_if_due(key, window).await)
     }
 }
 
@@ -152,15 +216,14 @@ async fn an_item_extended_between_query_and_delete_survives_and_counts_as_skippe
     inner.put("extended-1", num(NOW_S - 1, 0));
     inner.put("plain", num(NOW_S - 1, 0));
     // Extends the TTL of every "extended" item a read returns, before any delete.
-    let store = Arc::new(Hooked {
-        inner,
-        after_query: Box::new(|store, shard, items| {
+    let store = Arc::new(
+        Hooked::new(inner).after_query(Box::new(|store, shard, items| {
             for item in items.iter().filter(|i| i.key.starts_with("extended")) {
                 store.put(item.key.clone(), num(NOW_S + 3600, shard.0));
             }
             Ok(())
-        }),
-    });
+        })),
+    );
     let report = Sweeper::new(Arc::clone(&store), clock(), shards(1), config())
         .sweep_once()
         .await
@@ -191,10 +254,7 @@ async fn stray_shard_values_are_found_and_swept_after_lowering_the_shard_count()
 
 #[tokio::test]
 async fn throttling_and_transient_errors_are_retried() {
-    let store = Arc::new(MemoryStore::new());
-    for i in 0..20 {
-        store.put(format!("k{i}"), num(NOW_S - 1, 0));
-    }
+    let store = due_now(20);
     store.inject(Call::Query, ErrorClass::Throttled, 2);
     store.inject(Call::Delete, ErrorClass::Throttled, 3);
     store.inject(Call::Delete, ErrorClass::Transient, 3);
@@ -208,49 +268,22 @@ async fn throttling_and_transient_errors_are_retried() {
     assert!(store.is_empty());
 }
 
-/// Applies the first delete and loses its answer, as a timed-out request that did reach the store.
-struct LosesFirstAnswer {
-    inner: MemoryStore,
-    lost: std::sync::atomic::AtomicBool,
-}
-
-impl ExpiryStore for LosesFirstAnswer {
-    type Key = String;
-    type Cursor = <MemoryStore as ExpiryStore>::Cursor;
-    type Partition = Shard;
-
-    async fn due_page(
-        &self,
-        shard: &Shard,
-        window: DueWindow,
-        cursor: Option<Self::Cursor>,
-        limit: u32,
-    ) -> Result<DuePage<String, Self::Cursor>, StoreError> {
-        self.inner.due_page(shard, window, cursor, limit).await
-    }
-
-    async fn delete_if_due(
-        &self,
-        key: &String,
-        window: DueWindow,
-    ) -> Result<DeleteOutcome, StoreError> {
-        let outcome = self.inner.delete_if_due(key, window).await;
-        if !self.lost.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            return Err(StoreError::new(
-                ErrorClass::Transient,
-                "the request timed out",
-            ));
-        }
-        outcome
-    }
-}
-
 #[tokio::test]
 async fn an_item_gone_after_a_lost_answer_is_unconfirmed_not_skipped() {
-    let store = Arc::new(LosesFirstAnswer {
-        inner: MemoryStore::new(),
-        lost: Default::default(),
-    });
+    // Applies the first delete and loses its answer, as a timed-out request that did reach the
+    // store.
+    let lost = std::sync::atomic::AtomicBool::new(false);
+    let store = Arc::new(
+        Hooked::new(MemoryStore::new()).after_delete(Box::new(move |outcome| {
+            match lost.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                false => Err(StoreError::new(
+                    ErrorClass::Transient,
+                    "the request timed out",
+                )),
+                true => outcome,
+            }
+        })),
+    );
     store.inner.put("k", num(NOW_S - 1, 0));
     let report = Sweeper::new(Arc::clone(&store), clock(), shards(1), config())
         .sweep_once()
@@ -284,10 +317,7 @@ async fn deletes_that_keep_failing_are_counted_and_left_for_the_next_pass() {
 
 #[tokio::test]
 async fn a_fatal_error_stops_the_pass() {
-    let store = Arc::new(MemoryStore::new());
-    for i in 0..50 {
-        store.put(format!("k{i}"), num(NOW_S - 1, 0));
-    }
+    let store = due_now(50);
     store.inject(Call::Query, ErrorClass::Fatal, 1);
     let err = Sweeper::new(Arc::clone(&store), clock(), shards(1), config())
         .sweep_once()

@@ -330,6 +330,15 @@ pub enum KeyValue {
 }
 
 impl KeyValue {
+    /// An empty String or Binary, which DynamoDB refuses as a key of a table or an index.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            KeyValue::S(s) => s.is_empty(),
+            KeyValue::B(b) => b.is_empty(),
+            KeyValue::N(_) => false,
+        }
+    }
+
     pub fn scalar_type(&self) -> ScalarType {
         match self {
             KeyValue::S(_) => ScalarType::S,

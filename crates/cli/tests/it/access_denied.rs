@@ -32,6 +32,21 @@ fn assert_named(stderr: &str, action: &str, policy: &str) {
     assert!(hint.contains(action) && hint.contains(policy), "{stderr}");
 }
 
+/// `precise-ttl ARGS` through a recorder that refuses `operation`: it must exit 1. Its
+/// standard error.
+async fn refused(operation: &str, args: &[&str]) -> String {
+    let rec = Recorder::start(endpoint()).await;
+    rec.deny(operation);
+    let out = precise_ttl()
+        .env("PRECISE_TTL_ENDPOINT_URL", &rec.url)
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    stderr
+}
+
 /// A store call of the engine (`sweep`'s index query).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweep_names_the_refused_query_and_its_policy() {
@@ -39,15 +54,7 @@ async fn sweep_names_the_refused_query_and_its_policy() {
     table
         .put(item("a", &[("ttl", at(-2_000)), ("ttl_shard", n(1))]))
         .await;
-    let rec = Recorder::start(endpoint()).await;
-    rec.deny("Query");
-    let out = precise_ttl()
-        .env("PRECISE_TTL_ENDPOINT_URL", &rec.url)
-        .args(["sweep", "--table", &table.name])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = refused("Query", &["sweep", "--table", &table.name]).await;
     assert_named(&stderr, "dynamodb:Query", "deploy/iam/sweep-policy.json");
 }
 
@@ -55,15 +62,7 @@ async fn sweep_names_the_refused_query_and_its_policy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_names_the_refused_describe_table_and_its_policy() {
     let table = table_with_index().await;
-    let rec = Recorder::start(endpoint()).await;
-    rec.deny("DescribeTable");
-    let out = precise_ttl()
-        .env("PRECISE_TTL_ENDPOINT_URL", &rec.url)
-        .args(["status", "--table", &table.name])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = refused("DescribeTable", &["status", "--table", &table.name]).await;
     assert_named(
         &stderr,
         "dynamodb:DescribeTable",
@@ -75,16 +74,12 @@ async fn status_names_the_refused_describe_table_and_its_policy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_stops_on_a_refused_read_and_names_it() {
     let table = table_with_index().await;
-    let rec = Recorder::start(endpoint()).await;
-    rec.deny("Query");
     let started = Instant::now();
-    let out = precise_ttl()
-        .env("PRECISE_TTL_ENDPOINT_URL", &rec.url)
-        .args(["run", "--table", &table.name, "--no-leases", "--for", "60s"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = refused(
+        "Query",
+        &["run", "--table", &table.name, "--no-leases", "--for", "60s"],
+    )
+    .await;
     assert!(
         started.elapsed() < Duration::from_secs(30),
         "stopped at the refusal, not at --for: {:?}",
@@ -148,15 +143,18 @@ async fn run_stops_on_a_refused_lease_write_and_names_it() {
         .args(["--lease-table", &leases.name])
         .assert()
         .success();
-    let rec = Recorder::start(endpoint()).await;
-    rec.deny("PutItem");
-    let out = precise_ttl()
-        .env("PRECISE_TTL_ENDPOINT_URL", &rec.url)
-        .args(["run", "--table", &table.name, "--lease-table", &leases.name])
-        .args(["--for", "60s"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = refused(
+        "PutItem",
+        &[
+            "run",
+            "--table",
+            &table.name,
+            "--lease-table",
+            &leases.name,
+            "--for",
+            "60s",
+        ],
+    )
+    .await;
     assert_named(&stderr, "dynamodb:PutItem", "deploy/iam/run-policy.json");
 }

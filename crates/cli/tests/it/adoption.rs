@@ -1,11 +1,10 @@
 //! Adoption on an existing table: `backfill` (interrupted and resumed, with a writer racing it),
 //! `doctor` against planted problems, and sweeping the 2022 blog's window index after downtime.
 
-use crate::support::{TestTable, endpoint, item, n, now, precise_ttl, s};
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, KeySchemaElement, KeyType, Projection, ProjectionType,
-    ScalarAttributeType,
+use crate::support::{
+    TestTable, attribute_def, endpoint, item, key_element, keys_only, n, now, precise_ttl, s,
 };
+use aws_sdk_dynamodb::types::{AttributeValue, KeyType, ScalarAttributeType};
 use precise_ttl_core::{ShardCount, Timestamp, WindowFormat, WindowSpec};
 use precise_ttl_dynamodb::{CheckpointTable, SetupOptions, setup};
 use std::collections::HashMap;
@@ -31,33 +30,25 @@ async fn set_up(table: &TestTable) {
 /// Every item's `pk` → its `ttl_shard` (None when absent) and whether it has a TTL.
 async fn shards_of(table: &TestTable) -> HashMap<String, (Option<String>, bool)> {
     let mut out = HashMap::new();
-    let mut start = None;
-    loop {
-        let page = table
-            .dynamo
-            .query
-            .scan()
-            .table_name(&table.name)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .expect("scan");
-        for i in page.items() {
-            let pk = match i.get("pk") {
-                Some(AttributeValue::S(s)) => s.clone(),
-                _ => continue,
-            };
-            let shard = match i.get("ttl_shard") {
-                Some(AttributeValue::N(n)) => Some(n.clone()),
-                _ => None,
-            };
-            out.insert(pk, (shard, i.contains_key("ttl")));
-        }
-        start = page.last_evaluated_key;
-        if start.is_none() {
-            return out;
-        }
-    }
+    table
+        .scan_all(
+            |scan| scan,
+            |page| {
+                for i in page.items() {
+                    let pk = match i.get("pk") {
+                        Some(AttributeValue::S(s)) => s.clone(),
+                        _ => continue,
+                    };
+                    let shard = match i.get("ttl_shard") {
+                        Some(AttributeValue::N(n)) => Some(n.clone()),
+                        _ => None,
+                    };
+                    out.insert(pk, (shard, i.contains_key("ttl")));
+                }
+            },
+        )
+        .await;
+    out
 }
 
 /// The `precise-ttl backfill` binary with a checkpoint file and a JSON summary, run as a child
@@ -133,15 +124,7 @@ async fn backfill_of_50k_items_interrupted_and_resumed_indexes_each_exactly_once
             written_by_writer.push(pk);
         } else {
             // Deleted while backfill runs: must not come back as a shard-only item.
-            table
-                .dynamo
-                .write
-                .delete_item()
-                .table_name(&table.name)
-                .key("pk", s(&pk))
-                .send()
-                .await
-                .unwrap();
+            table.delete(&pk).await;
             deleted.push(pk);
         }
     }
@@ -403,44 +386,16 @@ async fn blog_table() -> TestTable {
         .query
         .update_table()
         .table_name(&table.name)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("expirationWindow")
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .unwrap(),
-        )
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("ttl")
-                .attribute_type(ScalarAttributeType::N)
-                .build()
-                .unwrap(),
-        )
+        .attribute_definitions(attribute_def("expirationWindow", ScalarAttributeType::S))
+        .attribute_definitions(attribute_def("ttl", ScalarAttributeType::N))
         .global_secondary_index_updates(
             aws_sdk_dynamodb::types::GlobalSecondaryIndexUpdate::builder()
                 .create(
                     aws_sdk_dynamodb::types::CreateGlobalSecondaryIndexAction::builder()
                         .index_name("expiration-window")
-                        .key_schema(
-                            KeySchemaElement::builder()
-                                .attribute_name("expirationWindow")
-                                .key_type(KeyType::Hash)
-                                .build()
-                                .unwrap(),
-                        )
-                        .key_schema(
-                            KeySchemaElement::builder()
-                                .attribute_name("ttl")
-                                .key_type(KeyType::Range)
-                                .build()
-                                .unwrap(),
-                        )
-                        .projection(
-                            Projection::builder()
-                                .projection_type(ProjectionType::KeysOnly)
-                                .build(),
-                        )
+                        .key_schema(key_element("expirationWindow", KeyType::Hash))
+                        .key_schema(key_element("ttl", KeyType::Range))
+                        .projection(keys_only())
                         .build()
                         .unwrap(),
                 )
@@ -457,17 +412,11 @@ async fn blog_table() -> TestTable {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     loop {
-        let d = table
-            .dynamo
-            .query
-            .describe_table()
-            .table_name(&table.name)
-            .send()
+        let active = table
+            .describe()
             .await
-            .unwrap();
-        let active = d
-            .table()
-            .and_then(|t| t.global_secondary_indexes().first())
+            .global_secondary_indexes()
+            .first()
             .and_then(|i| i.index_status())
             .is_some_and(|s| s.as_str() == "ACTIVE");
         if active {
@@ -549,11 +498,9 @@ async fn the_blog_layout_is_swept_including_every_window_missed_during_downtime(
     assert_eq!(report["deleted"], 200, "{report}");
     assert_eq!(table.count().await, 21);
     assert!(table.get("extended").await.is_some());
-    let swept_until = checkpoints
-        .load(&format!("{}/expiration-window", table.name))
-        .await
-        .unwrap()
-        .unwrap();
+    // Where the sweeper saves how far it swept the window index.
+    let window_key = format!("{}/expiration-window", table.name);
+    let swept_until = checkpoints.load(&window_key).await.unwrap().unwrap();
     assert!(
         swept_until.as_millis() > t - 60_000,
         "checkpoint advanced: {swept_until}"
@@ -568,14 +515,11 @@ async fn the_blog_layout_is_swept_including_every_window_missed_during_downtime(
     table.put_many(soon).await;
     let (mut child, lines, base) =
         crate::daemon::daemon_with_metrics(&table.name, crate::support::endpoint(), &blog_args);
+    // The metrics below are awaited within the same 30 s.
     let started = std::time::Instant::now();
-    while table.count().await > 21 {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the items due soon were not deleted"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    table
+        .drains_to(21, 30, "the items due soon were not deleted")
+        .await;
     let last_ttl_ms = t + 1500 + 29 * 50;
     let metrics = loop {
         // The watermark passes the last item once a backlog pass and the head reads join up.
@@ -599,11 +543,7 @@ async fn the_blog_layout_is_swept_including_every_window_missed_during_downtime(
         "{rest:?}"
     );
     assert!(table.get("extended").await.is_some());
-    let saved = checkpoints
-        .load(&format!("{}/expiration-window", table.name))
-        .await
-        .unwrap()
-        .unwrap();
+    let saved = checkpoints.load(&window_key).await.unwrap().unwrap();
     assert!(
         saved.as_millis() >= last_ttl_ms,
         "the watermark past the last deleted item is the checkpoint: {saved}"

@@ -1,7 +1,10 @@
 //! Inline capture (`--archive file://DIR`): every item `sweep` or `run` deletes has exactly one
 //! record, with its last image, in the shape of a Streams REMOVE record; survivors have none.
 
-use crate::support::{at, endpoint, item, n, precise_ttl, s, table_with_index};
+use crate::support::{
+    archive_command, at, delete_table_if_any, due_items, endpoint, item, later_items, n,
+    precise_ttl, s, table_with_index,
+};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -53,12 +56,7 @@ async fn sweep_archives_exactly_the_items_it_deletes_with_their_last_image() {
         ));
         due.insert(key);
     }
-    for i in 0..5 {
-        items.push(item(
-            &format!("later-{i}"),
-            &[("ttl", at(600_000)), ("ttl_shard", n(i))],
-        ));
-    }
+    items.extend(later_items(5));
     table.put_many(items).await;
     let dir = archive_dir();
     precise_ttl()
@@ -100,12 +98,7 @@ async fn run_archives_every_delete_and_nothing_else() {
         items.push(item(&key, &[("ttl", ttl), ("ttl_shard", n(i % 16))]));
         due.push(key);
     }
-    for i in 0..5 {
-        items.push(item(
-            &format!("later-{i}"),
-            &[("ttl", at(600_000)), ("ttl_shard", n(i))],
-        ));
-    }
+    items.extend(later_items(5));
     table.put_many(items).await;
     let dir = archive_dir();
     let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
@@ -116,11 +109,7 @@ async fn run_archives_every_delete_and_nothing_else() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    while table.count().await > 5 {
-        assert!(started.elapsed() < Duration::from_secs(60), "items left");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    table.drains_to(5, 60, "items left").await;
     crate::support::terminate(&child);
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
@@ -150,15 +139,9 @@ fn a_bad_archive_url_is_one_clear_line() {
 async fn a_failing_archive_stops_the_daemon_with_the_reason() {
     use std::io::Read;
     let table = table_with_index().await;
-    let items: Vec<_> = (0..40)
-        .map(|i| {
-            item(
-                &format!("due-{i}"),
-                &[("ttl", at(2_500 + i * 10)), ("ttl_shard", n(i % 16))],
-            )
-        })
-        .collect();
-    table.put_many(items).await;
+    table
+        .put_many(due_items("due", 0..40, |i| 2_500 + i * 10))
+        .await;
     let dir = archive_dir();
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
         .args(["run", "--table", &table.name, "--endpoint-url", endpoint()])
@@ -203,15 +186,8 @@ async fn a_failing_archive_stops_the_daemon_with_the_reason() {
 }
 
 fn archive_child(table: &str, dir: &std::path::Path, checkpoints: &str) -> std::process::Child {
-    std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
-        .args(["archive", "--table", table, "--endpoint-url", endpoint()])
-        .args([
-            "--checkpoint-table",
-            checkpoints,
-            "--poll-interval",
-            "200ms",
-            "--to",
-        ])
+    archive_command(table, checkpoints)
+        .arg("--to")
         .arg(format!("file://{}", dir.display()))
         // Default settings: `auto` knows DynamoDB Local's stream, which dates records to the
         // minute.
@@ -237,12 +213,7 @@ async fn archive_from_the_stream_keeps_every_expiry_and_nothing_else_across_a_ki
         ));
         due.insert(key);
     }
-    for i in 0..5 {
-        items.push(item(
-            &format!("later-{i}"),
-            &[("ttl", at(600_000)), ("ttl_shard", n(i))],
-        ));
-    }
+    items.extend(later_items(5));
     items.push(item(
         "app-delete",
         &[("ttl", at(3_600_000)), ("ttl_shard", n(0))],
@@ -262,15 +233,7 @@ async fn archive_from_the_stream_keeps_every_expiry_and_nothing_else_across_a_ki
     tokio::time::sleep(Duration::from_millis(2_800)).await;
     crate::support::signal(&archiver, nix::sys::signal::Signal::SIGKILL);
     let _ = archiver.wait();
-    table
-        .dynamo
-        .write
-        .delete_item()
-        .table_name(&table.name)
-        .key("pk", s("app-delete"))
-        .send()
-        .await
-        .unwrap();
+    table.delete("app-delete").await;
     let mut archiver = archive_child(&table.name, &dir, &checkpoints);
 
     let started = Instant::now();
@@ -305,13 +268,7 @@ async fn archive_from_the_stream_keeps_every_expiry_and_nothing_else_across_a_ki
         assert!(r["dynamodb"]["OldImage"]["ttl"]["N"].is_string(), "{r}");
     }
     let _ = std::fs::remove_dir_all(&dir);
-    let _ = table
-        .dynamo
-        .query
-        .delete_table()
-        .table_name(&checkpoints)
-        .send()
-        .await;
+    delete_table_if_any(&table.dynamo, &checkpoints).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -370,13 +327,7 @@ async fn archive_keeps_native_ttl_deletes_marked_as_the_services() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
-    let _ = table
-        .dynamo
-        .query
-        .delete_table()
-        .table_name(&checkpoints)
-        .send()
-        .await;
+    delete_table_if_any(&table.dynamo, &checkpoints).await;
 }
 
 /// `archive` with metrics on a free port and its standard error collected: the child, the base
@@ -392,14 +343,7 @@ fn archive_with_metrics(
     std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 ) {
     use std::io::BufRead;
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
-        .args(["archive", "--table", table, "--endpoint-url", endpoint()])
-        .args([
-            "--checkpoint-table",
-            checkpoints,
-            "--poll-interval",
-            "200ms",
-        ])
+    let mut child = archive_command(table, checkpoints)
         .args(["--metrics-addr", "127.0.0.1:0", "--to"])
         .arg(format!("file://{}", dir.display()))
         .args(extra)
@@ -459,15 +403,7 @@ async fn archive_counts_and_logs_every_remove_it_leaves_out() {
         .args(["sweep", "--table", &table.name])
         .assert()
         .success();
-    table
-        .dynamo
-        .write
-        .delete_item()
-        .table_name(&table.name)
-        .key("pk", s("app-delete"))
-        .send()
-        .await
-        .unwrap();
+    table.delete("app-delete").await;
 
     let (auto_dir, fine_dir) = (archive_dir(), archive_dir());
     let checkpoints: Vec<String> = (0..2)
@@ -573,12 +509,6 @@ async fn archive_counts_and_logs_every_remove_it_leaves_out() {
         let _ = std::fs::remove_dir_all(dir);
     }
     for cp in &checkpoints {
-        let _ = table
-            .dynamo
-            .query
-            .delete_table()
-            .table_name(cp)
-            .send()
-            .await;
+        delete_table_if_any(&table.dynamo, cp).await;
     }
 }

@@ -3,7 +3,10 @@
 //! a killed archiver's spool is uploaded by the next one under the same names; a bucket that
 //! cannot be used is one line.
 
-use crate::support::{at, endpoint, item, n, precise_ttl, s3, s3_endpoint};
+use crate::support::{
+    archive_command, at, create_bucket, delete_table_if_any, item, later_items, n, precise_ttl, s3,
+    s3_endpoint,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -13,14 +16,7 @@ fn temp(what: &str) -> PathBuf {
 }
 
 async fn new_bucket() -> String {
-    let bucket = format!("precise-ttl-test-{:08x}", fastrand::u32(..));
-    s3().await
-        .create_bucket()
-        .bucket(&bucket)
-        .send()
-        .await
-        .expect("create bucket");
-    bucket
+    create_bucket(format!("precise-ttl-test-{:08x}", fastrand::u32(..))).await
 }
 
 /// Every object under `prefix/`, by key: its records (gunzipped when `.gz`), one per line.
@@ -96,14 +92,7 @@ fn spooled_files(spool: &Path) -> Vec<PathBuf> {
 }
 
 fn archive_child(table: &str, checkpoints: &str, to: &str, extra: &[&str]) -> std::process::Child {
-    std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
-        .args(["archive", "--table", table, "--endpoint-url", endpoint()])
-        .args([
-            "--checkpoint-table",
-            checkpoints,
-            "--poll-interval",
-            "200ms",
-        ])
+    archive_command(table, checkpoints)
         .args(["--record-time-resolution", "1m", "--to", to])
         .args(["--archive-endpoint-url", s3_endpoint()])
         .args(extra)
@@ -125,24 +114,9 @@ async fn table_with_due_items(count: i64) -> (crate::support::TestTable, BTreeSe
         ));
         due.insert(key);
     }
-    for i in 0..3 {
-        items.push(item(
-            &format!("later-{i}"),
-            &[("ttl", at(600_000)), ("ttl_shard", n(i))],
-        ));
-    }
+    items.extend(later_items(3));
     table.put_many(items).await;
     (table, due)
-}
-
-async fn drop_checkpoints(table: &crate::support::TestTable, name: &str) {
-    let _ = table
-        .dynamo
-        .query
-        .delete_table()
-        .table_name(name)
-        .send()
-        .await;
 }
 
 /// `sweep --archive s3://` uploads one gzipped object holding exactly the deleted items and
@@ -219,8 +193,8 @@ async fn s3_objects_hold_the_records_the_file_archive_holds() {
     for path in [&dir, &spool, &spool_stream] {
         let _ = std::fs::remove_dir_all(path);
     }
-    drop_checkpoints(&table, &cp_file).await;
-    drop_checkpoints(&table, &cp_s3).await;
+    delete_table_if_any(&table.dynamo, &cp_file).await;
+    delete_table_if_any(&table.dynamo, &cp_s3).await;
 }
 
 /// An archiver killed with records in its spool: nothing is in S3 yet; the next archiver on the
@@ -291,7 +265,7 @@ async fn a_killed_archivers_spool_is_uploaded_by_the_next_under_the_same_name() 
     let mut next = next;
     assert!(next.wait().unwrap().success());
     let _ = std::fs::remove_dir_all(&spool);
-    drop_checkpoints(&table, &checkpoints).await;
+    delete_table_if_any(&table.dynamo, &checkpoints).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,25 +1,13 @@
 //! The `precise-ttl` binary as users run it: output, exit codes, errors.
 
-use crate::support::{TestTable, item, n, now, precise_ttl};
+use crate::support::{TestTable, create_with_setup, item, n, now, precise_ttl};
 use predicates::prelude::*;
 use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn setup_and_sweep_from_the_command_line() {
     let table = TestTable::named();
-    precise_ttl()
-        .args([
-            "setup",
-            "--table",
-            &table.name,
-            "--create-table",
-            "--partition-key",
-            "pk:S",
-            "--no-native-ttl",
-        ])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("created the table"));
+    create_with_setup(&table, "pk:S").stdout(predicate::str::contains("created the table"));
     precise_ttl()
         .args(["setup", "--table", &table.name, "--no-native-ttl"])
         .assert()
@@ -102,45 +90,36 @@ fn an_unreachable_endpoint_fails_within_seconds() {
 
 #[test]
 fn bad_usage_is_explained() {
-    precise_ttl()
-        .args(["sweep"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("no table given"));
-    precise_ttl()
-        .args(["sweep", "--table", "t", "--shards", "0"])
-        .assert()
-        .code(2);
-    precise_ttl()
-        .args(["setup", "--table", "t", "--wait-timeout", "soon"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("invalid duration"));
-    precise_ttl()
-        .args([
-            "setup",
-            "--table",
-            "t",
-            "--create-table",
-            "--partition-key",
-            "pk:X",
-        ])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("not one of S, N, B"));
-    precise_ttl()
-        .args([
-            "sweep",
-            "--table",
-            "t",
-            "--ttl-attribute",
-            "same",
-            "--shard-attribute",
-            "same",
-        ])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("must differ"));
+    let pk_x = [
+        "setup",
+        "--table",
+        "t",
+        "--create-table",
+        "--partition-key",
+        "pk:X",
+    ];
+    let same = [
+        "sweep",
+        "--table",
+        "t",
+        "--ttl-attribute",
+        "same",
+        "--shard-attribute",
+        "same",
+    ];
+    for (args, says) in [
+        (&["sweep"][..], "no table given"),
+        // A shard count of 0: the exit code is all that is asked of it.
+        (&["sweep", "--table", "t", "--shards", "0"], ""),
+        (
+            &["setup", "--table", "t", "--wait-timeout", "soon"],
+            "invalid duration",
+        ),
+        (&pk_x, "not one of S, N, B"),
+        (&same, "must differ"),
+    ] {
+        crate::usage::usage_error(precise_ttl(), args, says);
+    }
     precise_ttl()
         .args(["--help"])
         .assert()
@@ -215,15 +194,7 @@ fn malformed_addresses_and_durations_are_refused_up_front() {
             "endpoint",
         ),
     ] {
-        let out = precise_ttl()
-            .args(args)
-            .assert()
-            .code(2)
-            .get_output()
-            .stderr
-            .clone();
-        let text = String::from_utf8_lossy(&out);
-        assert!(text.contains(needle), "{args:?}: {text}");
+        crate::usage::usage_error(precise_ttl(), args, needle);
     }
 }
 

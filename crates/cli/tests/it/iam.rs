@@ -14,7 +14,8 @@
 use crate::iam_policy::{Statement, allowing, needs, policy};
 use crate::recorder::{Recorder, Request};
 use crate::support::{
-    TestTable, at, dynamo, endpoint, item, n, precise_ttl, s3, s3_endpoint, terminate,
+    TestTable, at, create_bucket, due_items, dynamo, endpoint, item, n, precise_ttl, s3_endpoint,
+    terminate,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -47,37 +48,54 @@ impl Used {
     }
 }
 
-/// Checks that `policies` (together) allow every request `command` made.
-pub(crate) fn check(
-    command: &str,
-    requests: &[Request],
-    policies: &[&'static str],
-    fill: &BTreeMap<&str, String>,
-    used: &mut Used,
-) {
-    assert!(!requests.is_empty(), "`{command}`: no request recorded");
-    let docs: Vec<(&'static str, Vec<Statement>)> =
-        policies.iter().map(|f| (*f, policy(f, fill))).collect();
-    let mut missing = BTreeSet::new();
-    for request in requests {
-        for need in needs(request) {
-            let found = docs.iter().find_map(|(file, statements)| {
-                allowing(statements, &need).map(|(sid, action)| (*file, sid.to_string(), action))
-            });
-            match found {
-                Some((file, sid, action)) => {
-                    used.0.entry(file).or_default().insert((sid, action));
-                }
-                None => {
-                    missing.insert(need.to_string());
+impl Used {
+    /// Checks that `policies` (together) allow every request `command` made, and notes which
+    /// of their actions the requests needed.
+    pub(crate) fn check(
+        &mut self,
+        command: &str,
+        requests: &[Request],
+        policies: &[&'static str],
+        fill: &BTreeMap<&str, String>,
+    ) {
+        assert!(!requests.is_empty(), "`{command}`: no request recorded");
+        let docs: Vec<(&'static str, Vec<Statement>)> =
+            policies.iter().map(|f| (*f, policy(f, fill))).collect();
+        let mut missing = BTreeSet::new();
+        for request in requests {
+            for need in needs(request) {
+                let found = docs.iter().find_map(|(file, statements)| {
+                    allowing(statements, &need)
+                        .map(|(sid, action)| (*file, sid.to_string(), action))
+                });
+                match found {
+                    Some((file, sid, action)) => {
+                        self.0.entry(file).or_default().insert((sid, action));
+                    }
+                    None => {
+                        missing.insert(need.to_string());
+                    }
                 }
             }
         }
+        assert!(
+            missing.is_empty(),
+            "`{command}` made calls {policies:?} does not allow: {missing:#?}"
+        );
     }
-    assert!(
-        missing.is_empty(),
-        "`{command}` made calls {policies:?} does not allow: {missing:#?}"
-    );
+
+    /// [`Used::check`] of a command that writes to S3 too: its DynamoDB requests (`rec`) and
+    /// its S3 requests (`s3`), each against the same `policies`.
+    fn check_with_s3(
+        &mut self,
+        command: &str,
+        (rec, s3): (&Recorder, &Recorder),
+        policies: &[&'static str],
+        fill: &BTreeMap<&str, String>,
+    ) {
+        self.check(command, &rec.take(), policies, fill);
+        self.check(&format!("{command} (S3)"), &s3.take(), policies, fill);
+    }
 }
 
 /// The placeholders of deploy/iam/ for this test: any region and account, `TABLE` as `table`,
@@ -114,14 +132,23 @@ fn holds_records(dir: &Path) -> bool {
         })
 }
 
-/// `archive` until `dir` holds records and their checkpoint was saved (at most 60 s), then
+/// `archive` of `table` through `rec` to `to`, checkpointed in `checkpoints`, with `extra`
+/// arguments, until `dir` holds records and their checkpoint was saved (at most 60 s), then
 /// stopped as a service manager stops it; it must exit 0.
-async fn archive_until_checkpointed(args: &[&str], dir: &Path, rec: &Recorder) {
+async fn archive_until_checkpointed(
+    rec: &Recorder,
+    table: &str,
+    (to, checkpoints): (&str, &str),
+    extra: &[&str],
+    dir: &Path,
+) {
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .args(["archive", "--poll-interval", "200ms"])
-        .args(args)
+        .args(["--endpoint-url", &rec.url, "--table", table, "--to", to])
+        .args(["--checkpoint-table", checkpoints])
+        .args(extra)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -166,13 +193,7 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
         name: format!("precise-ttl-iam-checkpoints-s3-{id}"),
         dynamo: dynamo(),
     };
-    let bucket = format!("precise-ttl-iam-{id}");
-    s3().await
-        .create_bucket()
-        .bucket(&bucket)
-        .send()
-        .await
-        .expect("create bucket");
+    let bucket = create_bucket(format!("precise-ttl-iam-{id}")).await;
     let prefix = "expiries";
     let s3_url = format!("s3://{bucket}/{prefix}");
     let mut used = Used::default();
@@ -182,6 +203,8 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
     // deleted by `run`, not by DynamoDB Local's own TTL), and the lease table.
     let table = TestTable::named();
     let t = table.name.clone();
+    // The policies filled in for the table alone (no lease, checkpoint or S3 names).
+    let table_only = fill(&t, &[]);
     cmd()
         .args([
             "setup",
@@ -194,12 +217,11 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
         .args(["--stream", "--no-native-ttl", "--lease-table", &leases.name])
         .assert()
         .success();
-    check(
+    used.check(
         "setup --create-table --stream",
         &rec.take(),
         &["setup-policy.json"],
         &fill(&t, &lease_fill),
-        &mut used,
     );
     // setup of a bare table: the index added, native TTL enabled.
     let bare = TestTable::bare().await;
@@ -213,25 +235,23 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
         ])
         .assert()
         .success();
-    check(
+    used.check(
         "setup",
         &rec.take(),
         &["setup-policy.json"],
         &fill(&bare.name, &lease_fill),
-        &mut used,
     );
 
-    // run with leases, PartiQL batches (40 items due at once) and an s3:// archive.
-    let due = |from: i64, count: i64| {
-        (from..from + count)
-            .map(|i| {
-                item(
-                    &format!("due-{i}"),
-                    &[("ttl", at(-3_000)), ("ttl_shard", n(i % 16))],
-                )
-            })
-            .collect::<Vec<_>>()
+    // `run` with the lease table, for six seconds: the rest of its command line varies.
+    let run_for_6s = || {
+        let mut c = cmd();
+        c.args(["run", "--table", &t, "--lease-table", &leases.name])
+            .args(["--for", "6s"]);
+        c
     };
+
+    // run with leases, PartiQL batches (40 items due at once) and an s3:// archive.
+    let due = |from: i64, count: i64| due_items("due", from..from + count, |_| -3_000);
     table.put_many(due(0, 40)).await;
     table
         .put(item(
@@ -242,16 +262,7 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
     let spool = temp("spool");
     let s3_fill = [("BUCKET", bucket.as_str()), ("PREFIX", prefix)];
     let run_fill: Vec<_> = lease_fill.iter().chain(&s3_fill).copied().collect();
-    cmd()
-        .args([
-            "run",
-            "--table",
-            &t,
-            "--lease-table",
-            &leases.name,
-            "--for",
-            "6s",
-        ])
+    run_for_6s()
         .args([
             "--archive",
             &s3_url,
@@ -264,65 +275,40 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
         .success();
     assert_eq!(table.count().await, 1, "run deleted every due item");
     let both = ["run-policy.json", "s3-archive-policy.json"];
-    check(
+    used.check_with_s3(
         "run --archive s3://",
-        &rec.take(),
+        (&rec, &s3rec),
         &both,
         &fill(&t, &run_fill),
-        &mut used,
-    );
-    check(
-        "run --archive s3:// (S3)",
-        &s3rec.take(),
-        &both,
-        &fill(&t, &run_fill),
-        &mut used,
     );
 
     // run deleting one item per DeleteItem.
     table.put_many(due(100, 3)).await;
-    cmd()
-        .args([
-            "run",
-            "--table",
-            &t,
-            "--lease-table",
-            &leases.name,
-            "--for",
-            "6s",
-        ])
+    run_for_6s()
         .args(["--delete-mode", "single"])
         .assert()
         .success();
     assert_eq!(table.count().await, 1, "run deleted every due item");
-    check(
+    used.check(
         "run --delete-mode single",
         &rec.take(),
         &["run-policy.json"],
         &fill(&t, &lease_fill),
-        &mut used,
     );
 
     // sweep, status (with the leases `run` left), doctor.
     table.put_many(due(200, 2)).await;
     cmd().args(["sweep", "--table", &t]).assert().success();
-    check(
-        "sweep",
-        &rec.take(),
-        &["sweep-policy.json"],
-        &fill(&t, &[]),
-        &mut used,
-    );
+    used.check("sweep", &rec.take(), &["sweep-policy.json"], &table_only);
     cmd()
         .args(["status", "--table", &t, "--lease-table", &leases.name])
         .assert()
         .success();
-    check(
+    used.check(
         "status",
         &rec.take(),
         &["status-policy.json"],
         &fill(&t, &lease_fill),
-        &mut used,
     );
     // Exit 4: doctor finds native TTL off (and the item without a shard below, later).
     table.put(item("no-shard", &[("ttl", at(3_600_000))])).await;
@@ -332,13 +318,7 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
         "doctor: {}",
         String::from_utf8_lossy(&doctor.stderr)
     );
-    check(
-        "doctor",
-        &rec.take(),
-        &["doctor-policy.json"],
-        &fill(&t, &[]),
-        &mut used,
-    );
+    used.check("doctor", &rec.take(), &["doctor-policy.json"], &table_only);
 
     // backfill: the item without a shard gets one.
     let progress = temp("backfill.json");
@@ -348,63 +328,37 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
         .assert()
         .success();
     let _ = std::fs::remove_file(&progress);
-    check(
+    used.check(
         "backfill",
         &rec.take(),
         &["backfill-policy.json"],
-        &fill(&t, &[]),
-        &mut used,
+        &table_only,
     );
 
     // archive of the stream's expiries, to a folder and to S3.
     let dir = temp("archive");
     let to = format!("file://{}", dir.display());
-    archive_until_checkpointed(
-        &[
-            "--endpoint-url",
-            &rec.url,
-            "--table",
-            &t,
-            "--to",
-            &to,
-            "--checkpoint-table",
-            &file_checkpoints.name,
-        ],
-        &dir,
-        &rec,
-    )
-    .await;
+    let file_archive = (to.as_str(), file_checkpoints.name.as_str());
+    archive_until_checkpointed(&rec, &t, file_archive, &[], &dir).await;
     let checkpoints = [(
         "precise-ttl-archive-checkpoints",
         file_checkpoints.name.as_str(),
     )];
-    check(
+    used.check(
         "archive --to file://",
         &rec.take(),
         &["archive-policy.json"],
         &fill(&t, &checkpoints),
-        &mut used,
     );
     let spool_stream = temp("spool");
-    archive_until_checkpointed(
-        &[
-            "--endpoint-url",
-            &rec.url,
-            "--table",
-            &t,
-            "--to",
-            &s3_url,
-            "--checkpoint-table",
-            &s3_checkpoints.name,
-            "--archive-endpoint-url",
-            &s3rec.url,
-            "--archive-spool",
-            spool_stream.to_str().unwrap(),
-        ],
-        &spool_stream,
-        &rec,
-    )
-    .await;
+    let s3_archive = (s3_url.as_str(), s3_checkpoints.name.as_str());
+    let to_s3 = [
+        "--archive-endpoint-url",
+        s3rec.url.as_str(),
+        "--archive-spool",
+        spool_stream.to_str().unwrap(),
+    ];
+    archive_until_checkpointed(&rec, &t, s3_archive, &to_s3, &spool_stream).await;
     let archive_fill: Vec<_> = [(
         "precise-ttl-archive-checkpoints",
         s3_checkpoints.name.as_str(),
@@ -414,19 +368,11 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
     .copied()
     .collect();
     let both = ["archive-policy.json", "s3-archive-policy.json"];
-    check(
+    used.check_with_s3(
         "archive --to s3://",
-        &rec.take(),
+        (&rec, &s3rec),
         &both,
         &fill(&t, &archive_fill),
-        &mut used,
-    );
-    check(
-        "archive --to s3:// (S3)",
-        &s3rec.take(),
-        &both,
-        &fill(&t, &archive_fill),
-        &mut used,
     );
     for path in [&dir, &spool, &spool_stream] {
         let _ = std::fs::remove_dir_all(path);

@@ -11,7 +11,7 @@
 //! The queue table keeps its default name, `<table>-precise-ttl-queue`, which the policies'
 //! `TABLE-precise-ttl-queue` stands for.
 
-use crate::iam::{Used, check, fill, temp};
+use crate::iam::{Used, fill, temp};
 use crate::recorder::Recorder;
 use crate::support::{TestTable, at, dynamo, endpoint, item, precise_ttl};
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -95,13 +95,13 @@ async fn every_stream_queue_command_calls_exactly_what_its_policy_allows() {
         stdout.contains("created the expiry queue table"),
         "{stdout}"
     );
-    check("setup", &rec.take(), &[SETUP], &filled, &mut used);
+    used.check("setup", &rec.take(), &[SETUP], &filled);
     let (other, other_queue) = app_and_queue().await;
     cmd("setup", &other.name)
         .args(lease_flag)
         .assert()
         .success();
-    check(
+    used.check(
         "setup (native TTL)",
         &rec.take(),
         &[SETUP],
@@ -112,7 +112,6 @@ async fn every_stream_queue_command_calls_exactly_what_its_policy_allows() {
                 ("precise-ttl-leases", leases.name.as_str()),
             ],
         ),
-        &mut used,
     );
 
     // backfill writes the entries of items already there; sweep deletes the due ones.
@@ -127,10 +126,10 @@ async fn every_stream_queue_command_calls_exactly_what_its_policy_allows() {
     let _ = std::fs::remove_file(&progress);
     let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
     assert!(stdout.contains("queue entries written 4"), "{stdout}");
-    check("backfill", &rec.take(), &[BACKFILL], &filled, &mut used);
+    used.check("backfill", &rec.take(), &[BACKFILL], &filled);
     cmd("sweep", &t).assert().success();
     assert_eq!(app.count().await, 1, "sweep deleted every due item");
-    check("sweep", &rec.take(), &[SWEEP], &filled, &mut used);
+    used.check("sweep", &rec.take(), &[SWEEP], &filled);
 
     // run with leases: the indexer queues the stream's inserts (a new checkpoint table), the
     // daemon deletes 40 items due at once in PartiQL batches and removes their entries.
@@ -147,19 +146,13 @@ async fn every_stream_queue_command_calls_exactly_what_its_policy_allows() {
     let out = run(&[]).assert().success();
     let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
     assert_eq!(app.count().await, 1, "run deleted every due item: {stdout}");
-    check("run", &rec.take(), &[RUN], &filled, &mut used);
+    used.check("run", &rec.take(), &[RUN], &filled);
     // run deleting one item per DeleteItem, from the checkpoints the first run left.
     app.put_many(due("single", 3)).await;
     let out = run(&["--delete-mode", "single"]).assert().success();
     let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
     assert_eq!(app.count().await, 1, "run deleted every due item: {stdout}");
-    check(
-        "run --delete-mode single",
-        &rec.take(),
-        &[RUN],
-        &filled,
-        &mut used,
-    );
+    used.check("run --delete-mode single", &rec.take(), &[RUN], &filled);
 
     // status with the leases and checkpoints run left; doctor with the entry of "later" to
     // check against its item (exit 4: native TTL is off).
@@ -168,7 +161,7 @@ async fn every_stream_queue_command_calls_exactly_what_its_policy_allows() {
         .args(checkpoint_flag)
         .assert()
         .success();
-    check("status", &rec.take(), &[STATUS], &filled, &mut used);
+    used.check("status", &rec.take(), &[STATUS], &filled);
     let doctor = cmd("doctor", &t).args(checkpoint_flag).output().unwrap();
     let stdout = String::from_utf8_lossy(&doctor.stdout).to_string();
     assert!(
@@ -177,7 +170,7 @@ async fn every_stream_queue_command_calls_exactly_what_its_policy_allows() {
         String::from_utf8_lossy(&doctor.stderr)
     );
     assert!(stdout.contains("have their item"), "{stdout}");
-    check("doctor", &rec.take(), &[DOCTOR], &filled, &mut used);
+    used.check("doctor", &rec.take(), &[DOCTOR], &filled);
 
     used.assert_every_action_needed(&[SETUP, BACKFILL, SWEEP, RUN, STATUS, DOCTOR]);
 }

@@ -1,7 +1,7 @@
 //! Shard leases against DynamoDB Local: the lease table's conditional writes under the engine's
 //! lease rules (acquire, steal to an even split, lost renewal, expiry after a kill, release).
 
-use crate::support::{dynamo, endpoint};
+use crate::support::{delete_table_if_any, dynamo, endpoint};
 use precise_ttl_dynamodb::{AdapterError, Dynamo, LeaseTable, create_lease_table};
 use precise_ttl_engine::lease::{Beating, LeaseConfig, Leases};
 use std::sync::Arc;
@@ -112,7 +112,7 @@ async fn leases_split_fail_over_and_hand_over_through_the_lease_table() {
             .all(|l| l.record.owner.is_none()),
         "all released"
     );
-    let _ = dynamo().query.delete_table().table_name(&name).send().await;
+    delete_table_if_any(&dynamo(), &name).await;
 }
 
 /// A metric without labels, read from a `/metrics` page.
@@ -186,14 +186,7 @@ async fn two_run_processes_split_a_table_and_one_takes_over_from_a_killed_one() 
     crate::support::signal(&b, nix::sys::signal::Signal::SIGKILL);
     let _ = b.wait();
     until("a takes every shard", || held(&a_url) == Some(16.0)).await;
-    let started = Instant::now();
-    while table.count().await > 0 {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "items left behind"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    table.drains_to(0, 30, "items left behind").await;
     crate::support::terminate(&a);
     assert!(a.wait().unwrap().success());
 }
@@ -289,14 +282,7 @@ async fn due_items_with_no_lease_holder_turn_healthz_and_the_stall_metric_red() 
 
     proxy.set(crate::proxy::Faults::default());
     until("b takes the shards", || held(&b_url) == Some(4.0)).await;
-    let swept = Instant::now();
-    while table.count().await > 0 {
-        assert!(
-            swept.elapsed() < Duration::from_secs(30),
-            "items left behind"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    table.drains_to(0, 30, "items left behind").await;
     until("green again", || health(&b_url).contains("200 OK")).await;
     until("the stall metric clears", || {
         metric(&page(&b_url), "precise_ttl_shards_stalled") == Some(0.0)

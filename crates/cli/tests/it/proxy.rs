@@ -3,11 +3,13 @@
 //! "down" (every connection is dropped), and statements of a batch left unprocessed — the
 //! failures of real AWS that DynamoDB Local never shows.
 
+use crate::support::{LocalProxy, Serves};
+use std::io;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// Rates in per mille of requests.
 #[derive(Debug, Clone, Copy, Default)]
@@ -38,77 +40,31 @@ pub struct Faults {
 
 #[derive(Default)]
 pub struct State {
-    throttle: AtomicU32,
-    server_error: AtomicU32,
-    slow: AtomicU32,
-    reset: AtomicU32,
-    unprocessed: AtomicU32,
-    down: AtomicBool,
-    refuse_partiql: AtomicBool,
-    partiql_500: AtomicBool,
-    date_shift_secs: std::sync::atomic::AtomicI64,
-    throttle_writes_to: std::sync::Mutex<Option<&'static str>>,
+    /// The faults injected now: one value, swapped whole by [`set`], so that a request sees
+    /// one setting or the next, never half of each.
+    faults: std::sync::Mutex<Faults>,
     pub unprocessed_statements: AtomicU64,
     pub injected: AtomicU64,
     pub forwarded: AtomicU64,
 }
 
-pub struct FaultProxy {
-    pub url: String,
-    pub state: Arc<State>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for FaultProxy {
-    fn drop(&mut self) {
-        self.task.abort();
+impl State {
+    fn faults(&self) -> Faults {
+        *self.faults.lock().unwrap()
     }
 }
+
+/// The fault proxy: its state is the faults it injects, and what it counted.
+pub type FaultProxy = LocalProxy<State>;
 
 impl FaultProxy {
-    pub async fn start(upstream: &str) -> FaultProxy {
-        let upstream = upstream
-            .trim_start_matches("http://")
-            .trim_end_matches('/')
-            .to_string();
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let state = Arc::new(State::default());
-        let task = {
-            let state = Arc::clone(&state);
-            tokio::spawn(async move {
-                while let Ok((conn, _)) = listener.accept().await {
-                    let state = Arc::clone(&state);
-                    let upstream = upstream.clone();
-                    tokio::spawn(async move {
-                        let _ = serve(conn, &upstream, &state).await;
-                    });
-                }
-            })
-        };
-        FaultProxy { url, state, task }
-    }
-
     pub fn set(&self, f: Faults) {
         set(&self.state, f);
     }
 }
 
 pub fn set(state: &State, f: Faults) {
-    state.throttle.store(f.throttle, Ordering::SeqCst);
-    state.server_error.store(f.server_error, Ordering::SeqCst);
-    state.slow.store(f.slow, Ordering::SeqCst);
-    state.reset.store(f.reset, Ordering::SeqCst);
-    state.unprocessed.store(f.unprocessed, Ordering::SeqCst);
-    state.down.store(f.down, Ordering::SeqCst);
-    state
-        .refuse_partiql
-        .store(f.refuse_partiql, Ordering::SeqCst);
-    state.partiql_500.store(f.partiql_500, Ordering::SeqCst);
-    state
-        .date_shift_secs
-        .store(f.date_shift_secs, Ordering::SeqCst);
-    *state.throttle_writes_to.lock().unwrap() = f.throttle_writes_to;
+    *state.faults.lock().unwrap() = f;
 }
 
 /// Reads one HTTP/1.1 message (head and Content-Length body); `None` at end of stream.
@@ -152,129 +108,125 @@ fn error_response(status: &str, kind: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-async fn serve(mut client: TcpStream, upstream: &str, state: &State) -> std::io::Result<()> {
-    let mut buf = Vec::new();
-    let mut up: Option<(TcpStream, Vec<u8>)> = None;
-    loop {
-        if state.down.load(Ordering::SeqCst) {
-            return Ok(()); // drop the connection
-        }
-        let Some(request) = read_message(&mut client, &mut buf).await? else {
-            return Ok(());
-        };
-        if state.down.load(Ordering::SeqCst) {
-            return Ok(());
-        }
-        if state.refuse_partiql.load(Ordering::SeqCst)
-            && target(&request).ends_with("BatchExecuteStatement")
-        {
-            state.injected.fetch_add(1, Ordering::Relaxed);
-            client
-                .write_all(&error_response("400 Bad Request", "AccessDeniedException"))
+/// Answers `client` with the error `kind` (HTTP `status`) instead of forwarding its request:
+/// one injected fault.
+async fn inject(client: &mut TcpStream, state: &State, status: &str, kind: &str) -> io::Result<()> {
+    state.injected.fetch_add(1, Ordering::Relaxed);
+    client.write_all(&error_response(status, kind)).await
+}
+
+impl Serves for State {
+    async fn serve(mut client: TcpStream, upstream: String, state: Arc<State>) -> io::Result<()> {
+        let (upstream, state) = (upstream.as_str(), &*state);
+        let mut buf = Vec::new();
+        let mut up: Option<(TcpStream, Vec<u8>)> = None;
+        loop {
+            if state.faults().down {
+                return Ok(()); // drop the connection
+            }
+            let Some(request) = read_message(&mut client, &mut buf).await? else {
+                return Ok(());
+            };
+            // One setting for the whole request, read once it has come.
+            let faults = state.faults();
+            if faults.down {
+                return Ok(());
+            }
+            let batch = target(&request).ends_with("BatchExecuteStatement");
+            if faults.refuse_partiql && batch {
+                inject(
+                    &mut client,
+                    state,
+                    "400 Bad Request",
+                    "AccessDeniedException",
+                )
                 .await?;
-            continue;
-        }
-        if state.partiql_500.load(Ordering::SeqCst)
-            && target(&request).ends_with("BatchExecuteStatement")
-        {
-            state.injected.fetch_add(1, Ordering::Relaxed);
-            client
-                .write_all(&error_response(
-                    "500 Internal Server Error",
-                    "InternalServerError",
-                ))
-                .await?;
-            continue;
-        }
-        let throttled_table = *state.throttle_writes_to.lock().unwrap();
-        if let Some(table) = throttled_table {
-            let op = target(&request);
-            let named = format!("\"TableName\":\"{table}\"");
-            if (op.ends_with("UpdateItem") || op.ends_with("PutItem"))
-                && String::from_utf8_lossy(&request).contains(&named)
-            {
-                state.injected.fetch_add(1, Ordering::Relaxed);
-                client
-                    .write_all(&error_response(
-                        "400 Bad Request",
-                        "ProvisionedThroughputExceededException",
-                    ))
-                    .await?;
                 continue;
             }
-        }
-        let roll = fastrand::u32(0..1000);
-        let t = state.throttle.load(Ordering::SeqCst);
-        let e = t + state.server_error.load(Ordering::SeqCst);
-        let r = e + state.reset.load(Ordering::SeqCst);
-        let s = r + state.slow.load(Ordering::SeqCst);
-        if roll < t {
-            state.injected.fetch_add(1, Ordering::Relaxed);
-            let kind = [
-                "ThrottlingException",
-                "ProvisionedThroughputExceededException",
-                "RequestLimitExceeded",
-            ][fastrand::usize(0..3)];
-            client
-                .write_all(&error_response("400 Bad Request", kind))
-                .await?;
-            continue;
-        }
-        if roll < e {
-            state.injected.fetch_add(1, Ordering::Relaxed);
-            let (status, kind) = if fastrand::bool() {
-                ("500 Internal Server Error", "InternalServerError")
-            } else {
-                ("503 Service Unavailable", "ServiceUnavailable")
-            };
-            client.write_all(&error_response(status, kind)).await?;
-            continue;
-        }
-        if roll < r {
-            state.injected.fetch_add(1, Ordering::Relaxed);
-            return Ok(()); // reset before answering
-        }
-        if roll < s {
-            state.injected.fetch_add(1, Ordering::Relaxed);
-            // Longer than any attempt timeout the tests configure.
-            tokio::time::sleep(Duration::from_secs(3)).await;
-        }
-        let rate = state.unprocessed.load(Ordering::SeqCst);
-        let (request, held_back) =
-            if rate > 0 && target(&request).ends_with("BatchExecuteStatement") {
+            if faults.partiql_500 && batch {
+                let (status, kind) = ("500 Internal Server Error", "InternalServerError");
+                inject(&mut client, state, status, kind).await?;
+                continue;
+            }
+            if let Some(table) = faults.throttle_writes_to {
+                let op = target(&request);
+                let named = format!("\"TableName\":\"{table}\"");
+                if (op.ends_with("UpdateItem") || op.ends_with("PutItem"))
+                    && String::from_utf8_lossy(&request).contains(&named)
+                {
+                    let kind = "ProvisionedThroughputExceededException";
+                    inject(&mut client, state, "400 Bad Request", kind).await?;
+                    continue;
+                }
+            }
+            let roll = fastrand::u32(0..1000);
+            let t = faults.throttle;
+            let e = t + faults.server_error;
+            let r = e + faults.reset;
+            let s = r + faults.slow;
+            if roll < t {
+                let kind = [
+                    "ThrottlingException",
+                    "ProvisionedThroughputExceededException",
+                    "RequestLimitExceeded",
+                ][fastrand::usize(0..3)];
+                inject(&mut client, state, "400 Bad Request", kind).await?;
+                continue;
+            }
+            if roll < e {
+                let (status, kind) = if fastrand::bool() {
+                    ("500 Internal Server Error", "InternalServerError")
+                } else {
+                    ("503 Service Unavailable", "ServiceUnavailable")
+                };
+                inject(&mut client, state, status, kind).await?;
+                continue;
+            }
+            if roll < r {
+                state.injected.fetch_add(1, Ordering::Relaxed);
+                return Ok(()); // reset before answering
+            }
+            if roll < s {
+                state.injected.fetch_add(1, Ordering::Relaxed);
+                // Longer than any attempt timeout the tests configure.
+                tokio::time::sleep(Duration::from_secs(3)).await;
+            }
+            let rate = faults.unprocessed;
+            let (request, held_back) = if rate > 0 && batch {
                 hold_back_statements(&request, rate)
             } else {
                 (request, Vec::new())
             };
-        state
-            .unprocessed_statements
-            .fetch_add(held_back.len() as u64, Ordering::Relaxed);
-        if !held_back.is_empty() && request.is_empty() {
-            // Every statement held back: answer without asking the store.
-            let responses = vec![unprocessed_entry(); held_back.len()];
-            let body = serde_json::json!({ "Responses": responses }).to_string();
-            client
-                .write_all(&with_body(&ok_head(), body.as_bytes()))
-                .await?;
-            continue;
+            state
+                .unprocessed_statements
+                .fetch_add(held_back.len() as u64, Ordering::Relaxed);
+            if !held_back.is_empty() && request.is_empty() {
+                // Every statement held back: answer without asking the store.
+                let responses = vec![unprocessed_entry(); held_back.len()];
+                let body = serde_json::json!({ "Responses": responses }).to_string();
+                client
+                    .write_all(&with_body(&ok_head(), body.as_bytes()))
+                    .await?;
+                continue;
+            }
+            if up.is_none() {
+                up = Some((TcpStream::connect(upstream).await?, Vec::new()));
+            }
+            let (conn, upbuf) = up.as_mut().expect("connected above");
+            conn.write_all(&request).await?;
+            let Some(mut response) = read_message(conn, upbuf).await? else {
+                return Ok(());
+            };
+            state.forwarded.fetch_add(1, Ordering::Relaxed);
+            if !held_back.is_empty() {
+                response = splice_unprocessed(&response, &held_back);
+            }
+            let shift = faults.date_shift_secs;
+            if shift != 0 {
+                response = shift_date(&response, shift);
+            }
+            client.write_all(&response).await?;
         }
-        if up.is_none() {
-            up = Some((TcpStream::connect(upstream).await?, Vec::new()));
-        }
-        let (conn, upbuf) = up.as_mut().expect("connected above");
-        conn.write_all(&request).await?;
-        let Some(mut response) = read_message(conn, upbuf).await? else {
-            return Ok(());
-        };
-        state.forwarded.fetch_add(1, Ordering::Relaxed);
-        if !held_back.is_empty() {
-            response = splice_unprocessed(&response, &held_back);
-        }
-        let shift = state.date_shift_secs.load(Ordering::SeqCst);
-        if shift != 0 {
-            response = shift_date(&response, shift);
-        }
-        client.write_all(&response).await?;
     }
 }
 

@@ -42,12 +42,7 @@ fn ttl_shapes(
 fn consistent_scan(
     table: &TestTable,
 ) -> aws_sdk_dynamodb::operation::scan::builders::ScanFluentBuilder {
-    table
-        .dynamo
-        .query
-        .scan()
-        .table_name(&table.name)
-        .consistent_read(true)
+    table.scan().consistent_read(true)
 }
 
 /// One item per shape, keyed by the shape's name.
@@ -94,13 +89,7 @@ async fn scan_and_get_item_hide_exactly_the_items_native_ttl_counts_as_expired()
     );
 
     // The filter sees the whole item, so it works when the projection leaves the TTL out.
-    let projected = table
-        .dynamo
-        .query
-        .scan()
-        .table_name(&table.name)
-        .consistent_read(true)
-        .projection_expression("pk");
+    let projected = consistent_scan(&table).projection_expression("pk");
     let out = hide_expired_scan(projected, "ttl", read_at)
         .send()
         .await
@@ -143,11 +132,7 @@ async fn query_keeps_the_callers_key_condition_filter_and_placeholders() {
 
     // The caller's filter has an OR: combined without parentheses, expired `x` items would leak.
     let query = table
-        .dynamo
-        .query
         .query()
-        .table_name(&table.name)
-        .consistent_read(true)
         .key_condition_expression("#pk = :pk")
         .filter_expression("#kind = :x OR #kind = :z")
         .expression_attribute_names("#pk", "pk")
@@ -170,11 +155,7 @@ async fn query_keeps_the_callers_key_condition_filter_and_placeholders() {
 
     // And without a filter of the caller's own, only the key condition and ours apply.
     let query = table
-        .dynamo
-        .query
         .query()
-        .table_name(&table.name)
-        .consistent_read(true)
         .key_condition_expression("pk = :pk")
         .expression_attribute_values(":pk", s("user-2"));
     let out = hide_expired_query(query, "ttl", read_at)

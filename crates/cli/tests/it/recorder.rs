@@ -13,9 +13,12 @@
 //! the server picks (a length, chunks, a HEAD answer with a length and no body), the answer is
 //! whole. Slower than keeping connections, which a test of a few hundred calls does not notice.
 
-use std::sync::{Arc, Mutex};
+use crate::support::{LocalProxy, Serves};
+use std::io;
+use std::sync::Arc;
+use std::sync::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// One request as it went on the wire.
 #[derive(Debug, Clone)]
@@ -37,47 +40,16 @@ impl Request {
 }
 
 #[derive(Default)]
-struct State {
+pub struct State {
     seen: Mutex<Vec<Request>>,
     /// The operation answered with AccessDeniedException instead of being forwarded.
     deny: Mutex<Option<String>>,
 }
 
-pub struct Recorder {
-    pub url: String,
-    state: Arc<State>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Recorder {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
+/// The recording proxy: its state is what it saw, and what it refuses.
+pub type Recorder = LocalProxy<State>;
 
 impl Recorder {
-    pub async fn start(upstream: &str) -> Recorder {
-        let upstream = upstream
-            .trim_start_matches("http://")
-            .trim_end_matches('/')
-            .to_string();
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let state = Arc::new(State::default());
-        let task = {
-            let state = Arc::clone(&state);
-            tokio::spawn(async move {
-                while let Ok((conn, _)) = listener.accept().await {
-                    let (state, upstream) = (Arc::clone(&state), upstream.clone());
-                    tokio::spawn(async move {
-                        let _ = serve(conn, &upstream, &state).await;
-                    });
-                }
-            })
-        };
-        Recorder { url, state, task }
-    }
-
     /// Every request since the last call, in order.
     pub fn take(&self) -> Vec<Request> {
         std::mem::take(&mut *self.state.seen.lock().unwrap())
@@ -153,40 +125,43 @@ fn closing(head: &str) -> String {
     out.join("\r\n")
 }
 
-async fn serve(mut client: TcpStream, upstream: &str, state: &State) -> std::io::Result<()> {
-    let Some((head, body)) = read_request(&mut client).await? else {
-        return Ok(());
-    };
-    let mut words = head.split_whitespace();
-    let request = Request {
-        method: words.next().unwrap_or_default().to_string(),
-        path: words.next().unwrap_or_default().to_string(),
-        target: header(&head, "x-amz-target").unwrap_or_default(),
-        body: serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
-    };
-    let denied = state.deny.lock().unwrap().as_deref() == Some(request.operation());
-    let answer = if denied {
-        access_denied(&request)
-    } else {
-        let mut up = TcpStream::connect(upstream).await?;
-        up.write_all(closing(&head).as_bytes()).await?;
-        up.write_all(b"\r\n\r\n").await?;
-        up.write_all(&body).await?;
-        let mut answer = Vec::new();
-        up.read_to_end(&mut answer).await?;
-        match answer.windows(4).position(|w| w == b"\r\n\r\n") {
-            Some(end) => {
-                let head = String::from_utf8_lossy(&answer[..end]).into_owned();
-                let mut out = closing(&head).into_bytes();
-                out.extend_from_slice(&answer[end..]);
-                out
+impl Serves for State {
+    async fn serve(mut client: TcpStream, upstream: String, state: Arc<State>) -> io::Result<()> {
+        let (upstream, state) = (upstream.as_str(), &*state);
+        let Some((head, body)) = read_request(&mut client).await? else {
+            return Ok(());
+        };
+        let mut words = head.split_whitespace();
+        let request = Request {
+            method: words.next().unwrap_or_default().to_string(),
+            path: words.next().unwrap_or_default().to_string(),
+            target: header(&head, "x-amz-target").unwrap_or_default(),
+            body: serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
+        };
+        let denied = state.deny.lock().unwrap().as_deref() == Some(request.operation());
+        let answer = if denied {
+            access_denied(&request)
+        } else {
+            let mut up = TcpStream::connect(upstream).await?;
+            up.write_all(closing(&head).as_bytes()).await?;
+            up.write_all(b"\r\n\r\n").await?;
+            up.write_all(&body).await?;
+            let mut answer = Vec::new();
+            up.read_to_end(&mut answer).await?;
+            match answer.windows(4).position(|w| w == b"\r\n\r\n") {
+                Some(end) => {
+                    let head = String::from_utf8_lossy(&answer[..end]).into_owned();
+                    let mut out = closing(&head).into_bytes();
+                    out.extend_from_slice(&answer[end..]);
+                    out
+                }
+                None => return Ok(()),
             }
-            None => return Ok(()),
-        }
-    };
-    state.seen.lock().unwrap().push(request);
-    client.write_all(&answer).await?;
-    client.shutdown().await
+        };
+        state.seen.lock().unwrap().push(request);
+        client.write_all(&answer).await?;
+        client.shutdown().await
+    }
 }
 
 /// DynamoDB's answer to a call no policy allows, byte for byte in shape: HTTP 400, the

@@ -24,28 +24,19 @@ fn daemon(table: &str, proxy: &str, worker: &str) -> Child {
 /// Keys still in the table, read straight from DynamoDB Local (not through the proxy).
 pub(crate) async fn present(table: &crate::support::TestTable) -> Vec<String> {
     let mut keys = Vec::new();
-    let mut start = None;
-    loop {
-        let out = table
-            .dynamo
-            .query
-            .scan()
-            .table_name(&table.name)
-            .projection_expression("pk")
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .expect("scan");
-        for i in out.items() {
-            if let Some(aws_sdk_dynamodb::types::AttributeValue::S(k)) = i.get("pk") {
-                keys.push(k.clone());
-            }
-        }
-        start = out.last_evaluated_key;
-        if start.is_none() {
-            return keys;
-        }
-    }
+    table
+        .scan_all(
+            |scan| scan.projection_expression("pk"),
+            |page| {
+                for i in page.items() {
+                    if let Some(aws_sdk_dynamodb::types::AttributeValue::S(k)) = i.get("pk") {
+                        keys.push(k.clone());
+                    }
+                }
+            },
+        )
+        .await;
+    keys
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,10 +1,7 @@
 //! `setup` against DynamoDB Local: idempotence and the conflicts it must refuse.
 
-use crate::support::{TestTable, layout};
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
-    ProjectionType, ScalarAttributeType,
-};
+use crate::support::{TestTable, create_indexed_table, layout};
+use aws_sdk_dynamodb::types::{KeyType, ScalarAttributeType};
 use precise_ttl_dynamodb::{
     AdapterError, CreateTable, KeyAttribute, SetupAction, SetupOptions, setup,
 };
@@ -94,46 +91,8 @@ async fn create_table_then_setup_again_is_a_noop() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_index_of_that_name_with_another_schema_is_refused() {
     let table = TestTable::named();
-    let def = |name: &str, t: ScalarAttributeType| {
-        AttributeDefinition::builder()
-            .attribute_name(name)
-            .attribute_type(t)
-            .build()
-            .unwrap()
-    };
-    let key = |name: &str, role: KeyType| {
-        KeySchemaElement::builder()
-            .attribute_name(name)
-            .key_type(role)
-            .build()
-            .unwrap()
-    };
-    table
-        .dynamo
-        .query
-        .create_table()
-        .table_name(&table.name)
-        .billing_mode(aws_sdk_dynamodb::types::BillingMode::PayPerRequest)
-        .attribute_definitions(def("pk", ScalarAttributeType::S))
-        .attribute_definitions(def("bucket", ScalarAttributeType::S))
-        .attribute_definitions(def("ttl", ScalarAttributeType::N))
-        .key_schema(key("pk", KeyType::Hash))
-        .global_secondary_indexes(
-            GlobalSecondaryIndex::builder()
-                .index_name("precise-ttl")
-                .key_schema(key("bucket", KeyType::Hash))
-                .key_schema(key("ttl", KeyType::Range))
-                .projection(
-                    Projection::builder()
-                        .projection_type(ProjectionType::KeysOnly)
-                        .build(),
-                )
-                .build()
-                .unwrap(),
-        )
-        .send()
-        .await
-        .unwrap();
+    // The right key and index name, but the index is keyed by `bucket`, a String.
+    create_indexed_table(&table.dynamo, &table.name, "bucket", ScalarAttributeType::S).await;
     let err = setup::setup(&table.dynamo, &table.name, &layout(16), &options())
         .await
         .unwrap_err();

@@ -2,11 +2,10 @@
 //! changing nothing, until the capacity is chosen, then gives the index exactly that and prints
 //! the plan; `doctor` warns when the index's writes fall short of the items due soon.
 
-use crate::support::{TestTable, at, item, n, precise_ttl};
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ProvisionedThroughput,
-    ScalarAttributeType,
+use crate::support::{
+    TestTable, at, attribute_def, delete_table_if_any, item, key_element, n, precise_ttl,
 };
+use aws_sdk_dynamodb::types::{BillingMode, KeyType, ProvisionedThroughput, ScalarAttributeType};
 use precise_ttl_core::ShardCount;
 use std::process::Output;
 
@@ -19,20 +18,8 @@ async fn provisioned_table(read: i64, write: i64) -> TestTable {
         .create_table()
         .table_name(&table.name)
         .billing_mode(BillingMode::Provisioned)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("pk")
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .unwrap(),
-        )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name("pk")
-                .key_type(KeyType::Hash)
-                .build()
-                .unwrap(),
-        )
+        .attribute_definitions(attribute_def("pk", ScalarAttributeType::S))
+        .key_schema(key_element("pk", KeyType::Hash))
         .provisioned_throughput(
             ProvisionedThroughput::builder()
                 .read_capacity_units(read)
@@ -48,16 +35,9 @@ async fn provisioned_table(read: i64, write: i64) -> TestTable {
 
 /// The index's provisioned (read, write), `None` when the table has no index of that name.
 async fn index_capacity(table: &TestTable) -> Option<(i64, i64)> {
-    let out = table
-        .dynamo
-        .query
-        .describe_table()
-        .table_name(&table.name)
-        .send()
+    table
+        .describe()
         .await
-        .unwrap();
-    let description = out.table().unwrap();
-    description
         .global_secondary_indexes()
         .iter()
         .find(|g| g.index_name() == Some("precise-ttl"))
@@ -215,13 +195,7 @@ async fn setup_on_a_provisioned_table_stops_until_the_index_capacity_is_chosen()
         "{stdout}"
     );
     assert_eq!(index_capacity(&table).await, Some((3, 7)));
-    let _ = table
-        .dynamo
-        .query
-        .delete_table()
-        .table_name(&leases)
-        .send()
-        .await;
+    delete_table_if_any(&table.dynamo, &leases).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

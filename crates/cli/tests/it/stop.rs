@@ -8,7 +8,7 @@
 //! and nothing later), then signals it after 0 to 475 ms: from the first instant the claim holds
 //! through the start-up of the command.
 
-use crate::support::{endpoint, table_with_index};
+use crate::support::{delete_table_if_any, endpoint, table_with_index};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -40,20 +40,27 @@ fn await_sigterm_handler(child: &mut Child) {
     }
 }
 
+/// `precise-ttl ARGS` with an empty environment and its output piped, once it has caught
+/// SIGTERM (so that a signal sent now meets its handler, not the default action).
+fn spawn_caught<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> Child {
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    await_sigterm_handler(&mut child);
+    child
+}
+
 /// Spawns `args` `times` times; each is sent SIGTERM as soon as it catches it, plus 25 ms more
 /// each time, and must exit 0 within 20 s.
 fn stopped_while_starting(args: &[&str], times: u64) {
     for i in 0..times {
-        let mut child = Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        await_sigterm_handler(&mut child);
+        let mut child = spawn_caught(args);
         let delay = Duration::from_millis(25 * i);
         std::thread::sleep(delay);
         crate::support::terminate(&child);
@@ -116,13 +123,7 @@ async fn sigterm_while_archive_starts_exits_0() {
     .await
     .unwrap();
     let _ = std::fs::remove_dir_all(&dir);
-    let _ = table
-        .dynamo
-        .query
-        .delete_table()
-        .table_name(&checkpoints)
-        .send()
-        .await;
+    delete_table_if_any(&table.dynamo, &checkpoints).await;
 }
 
 /// The earliest stop there is: SIGTERM while `main` has not even read its config file (a FIFO
@@ -145,18 +146,9 @@ async fn sigterm_before_the_flags_are_parsed_still_ends_run_in_order() {
     );
     let name = table.name.clone();
     let out = tokio::task::spawn_blocking(move || {
-        let mut child = Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .arg("--config")
-            .arg(&fifo)
-            .args(["run", "--table", &name, "--endpoint-url", endpoint()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        await_sigterm_handler(&mut child);
+        let mut args = vec![std::ffi::OsString::from("--config"), fifo.clone().into()];
+        args.extend(["run", "--table", &name, "--endpoint-url", endpoint()].map(Into::into));
+        let mut child = spawn_caught(args);
         crate::support::terminate(&child);
         // Give the signal time to land while the process still waits for its config.
         std::thread::sleep(Duration::from_millis(200));

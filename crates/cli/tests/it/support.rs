@@ -1,14 +1,20 @@
-//! Shared test bed: the DynamoDB Local instance, table guards, item writers.
+//! Shared test bed: the DynamoDB Local instance (and the local S3 server), table guards and
+//! their reads, item writers and the usual loads, hand-made table schemas, the commands the
+//! tests start, and (in `local_proxy`) what the fault proxy and the recorder are built on.
 
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, PutRequest,
-    ScalarAttributeType, WriteRequest,
+    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
+    KeyType, Projection, ProjectionType, PutRequest, ScalarAttributeType, WriteRequest,
 };
 use precise_ttl_core::{ShardCount, Timestamp, TtlLayout};
 use precise_ttl_dynamodb::{Dynamo, DynamoDbLocal};
 use precise_ttl_engine::{Clock, SystemClock};
 use std::collections::HashMap;
 use std::sync::OnceLock;
+use std::time::Duration;
+
+mod local_proxy;
+pub use local_proxy::{LocalProxy, Serves};
 
 pub const ENDPOINT_ENV: &str = "PRECISE_TTL_TEST_ENDPOINT";
 
@@ -120,20 +126,8 @@ impl TestTable {
             .billing_mode(BillingMode::PayPerRequest);
         for (name, t, role) in keys {
             req = req
-                .attribute_definitions(
-                    AttributeDefinition::builder()
-                        .attribute_name(*name)
-                        .attribute_type(t.clone())
-                        .build()
-                        .unwrap(),
-                )
-                .key_schema(
-                    KeySchemaElement::builder()
-                        .attribute_name(*name)
-                        .key_type(role.clone())
-                        .build()
-                        .unwrap(),
-                );
+                .attribute_definitions(attribute_def(name, t.clone()))
+                .key_schema(key_element(name, role.clone()));
         }
         req.send().await.expect("create table");
         table
@@ -145,6 +139,19 @@ impl TestTable {
             name: format!("precise-ttl-test-{:016x}", fastrand::u64(..)),
             dynamo: dynamo(),
         }
+    }
+
+    /// The table as DynamoDB describes it now.
+    pub async fn describe(&self) -> aws_sdk_dynamodb::types::TableDescription {
+        self.dynamo
+            .query
+            .describe_table()
+            .table_name(&self.name)
+            .send()
+            .await
+            .expect("describe the table")
+            .table
+            .expect("a table description")
     }
 
     /// Turns DynamoDB's own TTL on for `attribute` (DynamoDB Local then deletes expired items too).
@@ -201,6 +208,18 @@ impl TestTable {
         }
     }
 
+    /// Deletes the item `pk`, as an application does (not an expiry).
+    pub async fn delete(&self, pk: &str) {
+        self.dynamo
+            .write
+            .delete_item()
+            .table_name(&self.name)
+            .key("pk", s(pk))
+            .send()
+            .await
+            .expect("delete an item");
+    }
+
     pub async fn get(&self, pk: &str) -> Option<HashMap<String, AttributeValue>> {
         self.dynamo
             .query
@@ -255,22 +274,59 @@ impl TestTable {
 
     pub async fn count(&self) -> usize {
         let mut total = 0;
+        self.scan_all(
+            |scan| scan.select(aws_sdk_dynamodb::types::Select::Count),
+            |page| total += page.count as usize,
+        )
+        .await;
+        total
+    }
+
+    /// Waits until at most `left` items remain; fails with `what` after `within_s` seconds. The
+    /// count is a Scan: read every 200 ms, often enough for waits of seconds, and rarely
+    /// enough not to slow the daemons under test down.
+    pub async fn drains_to(&self, left: usize, within_s: u64, what: &str) {
+        let started = std::time::Instant::now();
+        while self.count().await > left {
+            assert!(started.elapsed() < Duration::from_secs(within_s), "{what}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// A Scan of the table, for the test to shape and send.
+    pub fn scan(&self) -> aws_sdk_dynamodb::operation::scan::builders::ScanFluentBuilder {
+        self.dynamo.query.scan().table_name(&self.name)
+    }
+
+    /// A consistent Query of the table, for the test to shape and send.
+    pub fn query(&self) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+        self.dynamo
+            .query
+            .query()
+            .table_name(&self.name)
+            .consistent_read(true)
+    }
+
+    /// Scans the whole table page by page: `shape` adds to each page's request (a projection,
+    /// a count), `each` takes each page.
+    pub async fn scan_all(
+        &self,
+        shape: impl Fn(
+            aws_sdk_dynamodb::operation::scan::builders::ScanFluentBuilder,
+        ) -> aws_sdk_dynamodb::operation::scan::builders::ScanFluentBuilder,
+        mut each: impl FnMut(aws_sdk_dynamodb::operation::scan::ScanOutput),
+    ) {
         let mut start = None;
         loop {
-            let out = self
-                .dynamo
-                .query
-                .scan()
-                .table_name(&self.name)
-                .select(aws_sdk_dynamodb::types::Select::Count)
+            let page = shape(self.scan())
                 .set_exclusive_start_key(start)
                 .send()
                 .await
                 .expect("scan");
-            total += out.count as usize;
-            start = out.last_evaluated_key;
+            start = page.last_evaluated_key.clone();
+            each(page);
             if start.is_none() {
-                return total;
+                return;
             }
         }
     }
@@ -286,17 +342,39 @@ impl Drop for TestTable {
                 .enable_all()
                 .build()
                 .unwrap();
-            rt.block_on(async {
-                let _ = Dynamo::local(&endpoint)
-                    .query
-                    .delete_table()
-                    .table_name(name)
-                    .send()
-                    .await;
-            });
+            rt.block_on(delete_table_if_any(&Dynamo::local(&endpoint), &name));
         })
         .join();
     }
+}
+
+/// Deletes table `name` if it is there: the tables a test's commands make besides its
+/// [`TestTable`] (checkpoints, leases). Best effort, as at the end of a test that passed.
+pub async fn delete_table_if_any(dynamo: &Dynamo, name: &str) {
+    let _ = dynamo.query.delete_table().table_name(name).send().await;
+}
+
+/// Items `{prefix}-{i}` for each `i` of `range`, each due `offset_ms(i)` from now on shard
+/// `i % 16`: the load of most tests, for [`TestTable::put_many`].
+pub fn due_items(
+    prefix: &str,
+    range: std::ops::Range<i64>,
+    offset_ms: impl Fn(i64) -> i64,
+) -> Vec<HashMap<String, AttributeValue>> {
+    range
+        .map(|i| {
+            item(
+                &format!("{prefix}-{i}"),
+                &[("ttl", at(offset_ms(i))), ("ttl_shard", n(i % 16))],
+            )
+        })
+        .collect()
+}
+
+/// `count` items that are not due for ten minutes, `later-0` up, on shards 0 to 15: what a
+/// test's commands must leave alone.
+pub fn later_items(count: i64) -> Vec<HashMap<String, AttributeValue>> {
+    due_items("later", 0..count, |_| 600_000)
 }
 
 pub fn s(v: &str) -> AttributeValue {
@@ -305,6 +383,71 @@ pub fn s(v: &str) -> AttributeValue {
 
 pub fn n(v: impl ToString) -> AttributeValue {
     AttributeValue::N(v.to_string())
+}
+
+// The schema pieces of the tables that tests create by hand (the ones `setup` refuses, or that
+// must exist before it runs): the SDK's builders take four lines for each, and only fail on a
+// missing name, which these always give.
+
+/// The definition of attribute `name`, of type `t`.
+pub fn attribute_def(name: &str, t: ScalarAttributeType) -> AttributeDefinition {
+    AttributeDefinition::builder()
+        .attribute_name(name)
+        .attribute_type(t)
+        .build()
+        .unwrap()
+}
+
+/// `name` as a key of a table or index, in `role` (hash or range).
+pub fn key_element(name: &str, role: KeyType) -> KeySchemaElement {
+    KeySchemaElement::builder()
+        .attribute_name(name)
+        .key_type(role)
+        .build()
+        .unwrap()
+}
+
+/// The projection of the expiry index: keys only.
+pub fn keys_only() -> Projection {
+    Projection::builder()
+        .projection_type(ProjectionType::KeysOnly)
+        .build()
+}
+
+/// A keys-only index `name` with `hash` and `range` as its key, as `setup` makes the expiry
+/// index (the caller defines the two attributes).
+pub fn keys_only_index(name: &str, hash: &str, range: &str) -> GlobalSecondaryIndex {
+    GlobalSecondaryIndex::builder()
+        .index_name(name)
+        .key_schema(key_element(hash, KeyType::Hash))
+        .key_schema(key_element(range, KeyType::Range))
+        .projection(keys_only())
+        .build()
+        .unwrap()
+}
+
+/// Creates `table` (on demand) keyed by `pk` (S), with a keys-only index `precise-ttl` on
+/// (`partition` of type `t`, `ttl` N): the layout `setup` makes, made by hand, so that `setup`
+/// meets it as an existing table, or so that it can stand before any `setup` runs.
+pub async fn create_indexed_table(
+    dynamo: &Dynamo,
+    table: &str,
+    partition: &str,
+    t: ScalarAttributeType,
+) {
+    dynamo
+        .query
+        .create_table()
+        .table_name(table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(attribute_def("pk", ScalarAttributeType::S))
+        .attribute_definitions(attribute_def(partition, t))
+        .attribute_definitions(attribute_def("ttl", ScalarAttributeType::N))
+        .key_schema(key_element("pk", KeyType::Hash))
+        .global_secondary_indexes(keys_only_index("precise-ttl", partition, "ttl"))
+        .send()
+        .await
+        .expect("create a table with an index");
 }
 
 /// An item keyed by `pk` with the given extra attributes.
@@ -326,26 +469,37 @@ pub fn precise_ttl() -> assert_cmd::Command {
     cmd
 }
 
+/// `precise-ttl archive` of `table`'s stream on the shared DynamoDB Local, checkpointed in
+/// `checkpoints` and polling every 200 ms: the tests add where it writes and what its output
+/// goes to.
+pub fn archive_command(table: &str, checkpoints: &str) -> std::process::Command {
+    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"));
+    command
+        .args(["archive", "--table", table, "--endpoint-url", endpoint()])
+        .args(["--checkpoint-table", checkpoints])
+        .args(["--poll-interval", "200ms"]);
+    command
+}
+
 /// A TTL `offset_ms` from now, as a DynamoDB Number.
 pub fn at(offset_ms: i64) -> AttributeValue {
     n(Timestamp::from_millis(now().as_millis() + offset_ms).to_epoch_seconds_text())
 }
 
+/// `precise-ttl setup --create-table` of `table` keyed by `partition_key` (`pk`, `pk:S`),
+/// native TTL left off; it must succeed, and the caller may check what it printed.
+pub fn create_with_setup(table: &TestTable, partition_key: &str) -> assert_cmd::assert::Assert {
+    precise_ttl()
+        .args(["setup", "--table", &table.name, "--create-table"])
+        .args(["--partition-key", partition_key, "--no-native-ttl"])
+        .assert()
+        .success()
+}
+
 /// A new table with the expiry index, made by `precise-ttl setup --create-table`.
 pub async fn table_with_index() -> TestTable {
     let table = TestTable::named();
-    precise_ttl()
-        .args([
-            "setup",
-            "--table",
-            &table.name,
-            "--create-table",
-            "--partition-key",
-            "pk",
-            "--no-native-ttl",
-        ])
-        .assert()
-        .success();
+    create_with_setup(&table, "pk");
     table
 }
 
@@ -466,4 +620,15 @@ pub async fn s3() -> aws_sdk_s3::Client {
         ))
         .build();
     aws_sdk_s3::Client::from_conf(config)
+}
+
+/// Creates the bucket `name` on the local S3 server and gives its name back.
+pub async fn create_bucket(name: String) -> String {
+    s3().await
+        .create_bucket()
+        .bucket(&name)
+        .send()
+        .await
+        .expect("create bucket");
+    name
 }

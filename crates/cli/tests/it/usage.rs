@@ -23,18 +23,31 @@ fn bare() -> assert_cmd::Command {
     cmd
 }
 
-fn one_line_exit_2(args: &[&str], says: &str) {
-    let out = bare()
+/// `command` with `args` must be a usage error (exit 2) that says `says`; its standard error.
+pub fn usage_error(mut command: assert_cmd::Command, args: &[&str], says: &str) -> String {
+    let out = command
         .args(args)
         .assert()
         .code(2)
         .get_output()
         .stderr
         .clone();
-    let text = String::from_utf8_lossy(&out);
+    let text = String::from_utf8_lossy(&out).into_owned();
     assert!(text.contains(says), "{args:?}: {text}");
+    text
+}
+
+/// A usage error in one line, on the bare binary.
+fn one_line_exit_2(args: &[&str], says: &str) {
+    let text = usage_error(bare(), args, says);
     let errors = text.lines().filter(|l| l.starts_with("error:")).count();
     assert_eq!(errors, 1, "{args:?}: {text}");
+}
+
+/// `command --help`, which must succeed.
+fn help_of(command: &str) -> String {
+    let help = bare().args([command, "--help"]).assert().success();
+    String::from_utf8_lossy(&help.get_output().stdout).into_owned()
 }
 
 #[test]
@@ -97,8 +110,7 @@ fn flags_that_contradict_each_other_are_bad_usage() {
 
 #[test]
 fn archive_s_flags_are_its_own_and_its_former_names_still_work() {
-    let help = bare().args(["archive", "--help"]).assert().success();
-    let help = String::from_utf8_lossy(&help.get_output().stdout).to_string();
+    let help = help_of("archive");
     for flag in [
         "--archive-to",
         "--archive-poll-interval",
@@ -109,36 +121,18 @@ fn archive_s_flags_are_its_own_and_its_former_names_still_work() {
         assert!(help.contains(flag), "{flag}: {help}");
     }
     // The former names reach the same flags: the same minimum refuses the same value.
-    one_line_exit_2(
-        &[
-            "archive",
-            "--table",
-            "t",
-            "--to",
-            "-",
-            "--poll-interval",
-            "50ms",
-        ],
-        "100ms",
-    );
-    one_line_exit_2(
-        &[
-            "archive",
-            "--table",
-            "t",
-            "--archive-to",
-            "-",
-            "--archive-poll-interval",
-            "50ms",
-        ],
-        "100ms",
-    );
+    for (to, poll_interval) in [
+        ("--to", "--poll-interval"),
+        ("--archive-to", "--archive-poll-interval"),
+    ] {
+        let args = ["archive", "--table", "t", to, "-", poll_interval, "50ms"];
+        one_line_exit_2(&args, "100ms");
+    }
 }
 
 #[test]
 fn run_s_help_groups_its_flags_by_concern() {
-    let help = bare().args(["run", "--help"]).assert().success();
-    let help = String::from_utf8_lossy(&help.get_output().stdout).to_string();
+    let help = help_of("run");
     for heading in [
         "Table and index:",
         "Reading the index:",

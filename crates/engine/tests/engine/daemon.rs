@@ -271,13 +271,12 @@ async fn a_rate_cap_is_respected() {
 async fn a_fatal_error_seen_by_the_stray_probe_stops_the_daemon_too() {
     // Reads of shard values outside 0..1 (only the stray probe asks for them) fail for good;
     // the others succeed: the daemon can stop only because the probe saw the error.
-    let store = Arc::new(Hooked {
-        inner: MemoryStore::new(),
-        after_query: Box::new(|_, shard, _| match shard.0 {
+    let store = Arc::new(
+        Hooked::new(MemoryStore::new()).after_query(Box::new(|_, shard, _| match shard.0 {
             0 => Ok(()),
             _ => Err(StoreError::new(ErrorClass::Fatal, "access denied")),
-        }),
-    });
+        })),
+    );
     let mut c = config();
     c.stray_check_interval = Some(Duration::from_secs(60));
     let result = Daemon::new(store, clock(), shards(1), c)

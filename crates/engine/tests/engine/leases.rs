@@ -48,10 +48,31 @@ impl Worker {
         self.beating.stop().await;
     }
 
+    /// [`Worker::stop`], and none of `name`'s leases is owned any more.
+    async fn stop_releasing(self, table: &MemoryLeaseTable, name: &str) {
+        self.stop().await;
+        assert_eq!(table.owned_by(name), 0, "released on stop");
+    }
+
+    /// A worker started alone on `n` leases, once it holds them all.
+    async fn holding_all(table: &Arc<MemoryLeaseTable>, name: &str, n: usize) -> Worker {
+        let worker = Worker::start(table, name, n);
+        until(|| worker.usable() == n).await;
+        worker
+    }
+
     /// SIGKILL: nothing released.
     fn kill(self) {
         drop(self.beating);
     }
+}
+
+/// Worker a alone on four leases until it holds them all, then b, until it has stolen its two.
+async fn split_four(table: &Arc<MemoryLeaseTable>) -> (Worker, Worker) {
+    let a = Worker::holding_all(table, "a", 4).await;
+    let b = Worker::start(table, "b", 4);
+    until(|| b.usable() == 2).await;
+    (a, b)
 }
 
 /// Waits (test time) until `done`, checking every 100 ms; returns how long it took.
@@ -78,15 +99,13 @@ async fn a_lone_worker_keeps_128_leases_when_each_write_takes_100_ms() {
     // would drop leases the worker still owns.
     assert_eq!(a.usable(), 128);
     assert_eq!(a.leases.counts().lost, 0);
-    a.stop().await;
-    assert_eq!(table.owned_by("a"), 0, "released on stop");
+    a.stop_releasing(&table, "a").await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_lone_worker_acquires_every_lease_and_keeps_it_by_renewing() {
     let table = MemoryLeaseTable::new();
-    let a = Worker::start(&table, "a", 4);
-    until(|| a.usable() == 4).await;
+    let a = Worker::holding_all(&table, "a", 4).await;
     let counter = table.get("t/idx/0").unwrap().counter;
     tokio::time::sleep(LEASE * 3).await;
     assert_eq!(a.usable(), 4);
@@ -95,15 +114,13 @@ async fn a_lone_worker_acquires_every_lease_and_keeps_it_by_renewing() {
         "renewed"
     );
     assert_eq!(a.leases.counts().acquired, 4);
-    a.stop().await;
-    assert_eq!(table.owned_by("a"), 0, "released on stop");
+    a.stop_releasing(&table, "a").await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_second_worker_steals_one_lease_per_heartbeat_up_to_an_even_split() {
     let table = MemoryLeaseTable::new();
-    let a = Worker::start(&table, "a", 16);
-    until(|| a.usable() == 16).await;
+    let a = Worker::holding_all(&table, "a", 16).await;
     let b = Worker::start(&table, "b", 16);
     let c = Worker::start(&table, "c", 16);
     let took = until(|| {
@@ -130,10 +147,7 @@ async fn a_second_worker_steals_one_lease_per_heartbeat_up_to_an_even_split() {
 #[tokio::test(start_paused = true)]
 async fn a_killed_workers_leases_are_taken_after_one_duration_not_before() {
     let table = MemoryLeaseTable::new();
-    let a = Worker::start(&table, "a", 4);
-    until(|| a.usable() == 4).await;
-    let b = Worker::start(&table, "b", 4);
-    until(|| b.usable() == 2).await;
+    let (a, b) = split_four(&table).await;
     a.kill();
     let killed = Instant::now();
     let took = until(|| b.usable() == 4).await;
@@ -150,10 +164,7 @@ async fn a_killed_workers_leases_are_taken_after_one_duration_not_before() {
 #[tokio::test(start_paused = true)]
 async fn a_stopped_worker_hands_over_within_half_a_second_not_a_heartbeat() {
     let table = MemoryLeaseTable::new();
-    let a = Worker::start(&table, "a", 4);
-    until(|| a.usable() == 4).await;
-    let b = Worker::start(&table, "b", 4);
-    until(|| b.usable() == 2).await;
+    let (a, b) = split_four(&table).await;
     // Just after b's heartbeat: without the look for released leases between heartbeats,
     // b would take a's two only at its next heartbeat, 3 s or more later.
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -171,9 +182,7 @@ async fn a_stopped_worker_hands_over_within_half_a_second_not_a_heartbeat() {
 #[tokio::test(start_paused = true)]
 async fn a_worker_that_cannot_renew_stops_using_its_leases_before_anyone_may_take_them() {
     let table = MemoryLeaseTable::new();
-    let a = Worker::start(&table, "a", 4);
-    until(|| a.usable() == 4).await;
-    let b = Worker::start(&table, "b", 4);
+    let (a, b) = split_four(&table).await;
     until(|| b.usable() == 2 && a.usable() == 2).await;
     let lost_before = a.leases.counts().lost;
     a.store.set_down(true);

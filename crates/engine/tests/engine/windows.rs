@@ -6,40 +6,17 @@ use precise_ttl_engine::{Daemon, TokioClock, Windows};
 
 /// The reference store seen through a window index: a label's partition holds the items
 /// whose expiry lies in that window (all items sit on shard 0 of the inner store).
-struct WindowIndex(MemoryStore);
-
-impl ExpiryStore for WindowIndex {
-    type Key = String;
-    type Cursor = <MemoryStore as ExpiryStore>::Cursor;
-    type Partition = WindowLabel;
-
-    async fn due_page(
-        &self,
-        label: &WindowLabel,
-        window: DueWindow,
-        cursor: Option<Self::Cursor>,
-        limit: u32,
-    ) -> Result<DuePage<String, Self::Cursor>, StoreError> {
-        let (start, end) = label.0.split_once('_').unwrap();
-        let start = parse_iso(start).unwrap().0;
-        let last = Timestamp::from_millis(parse_iso(end).unwrap().0.as_millis() - 1);
-        let inside = DueWindow::between(window.oldest.max(start), window.until.min(last));
-        if inside.oldest > inside.until {
-            return Ok(DuePage {
-                items: Vec::new(),
-                next: None,
-            });
-        }
-        self.0.due_page(&Shard(0), inside, cursor, limit).await
-    }
-
-    async fn delete_if_due(
-        &self,
-        key: &String,
-        window: DueWindow,
-    ) -> Result<DeleteOutcome, StoreError> {
-        self.0.delete_if_due(key, window).await
-    }
+fn window_index(store: MemoryStore) -> Hooked<WindowLabel> {
+    Hooked::routed(
+        store,
+        Box::new(|label: &WindowLabel, window: DueWindow| {
+            let (start, end) = label.0.split_once('_').unwrap();
+            let start = parse_iso(start).unwrap().0;
+            let last = Timestamp::from_millis(parse_iso(end).unwrap().0.as_millis() - 1);
+            let inside = DueWindow::between(window.oldest.max(start), window.until.min(last));
+            (inside.oldest <= inside.until).then_some((Shard(0), inside))
+        }),
+    )
 }
 
 #[derive(Default)]
@@ -73,7 +50,7 @@ async fn window_labels_get_read_ahead_timers_a_backlog_and_a_rising_floor() {
         num(t(-900_000).to_epoch_seconds_text(), 0),
     );
     store.put("later", num(t(600_000).to_epoch_seconds_text(), 0));
-    let store = Arc::new(WindowIndex(store));
+    let store = Arc::new(window_index(store));
     let spec = WindowSpec::new(Duration::from_secs(60), WindowFormat::Millis).unwrap();
     let windows = Arc::new(Windows::new(spec, t(-360_000), Duration::from_secs(2)));
     let lags = Arc::new(Lags::default());
@@ -86,10 +63,10 @@ async fn window_labels_get_read_ahead_timers_a_backlog_and_a_rising_floor() {
 
     assert_eq!(report.deleted, 900);
     assert_eq!((report.skipped, report.errors), (0, 0));
-    assert!(store.0.get("later").is_some());
+    assert!(store.inner.get("later").is_some());
     // The floor is where a first run starts (a checkpoint minus the lookback): older
     // windows are not read, as the blog's own sweeper never reads them.
-    assert!(store.0.get("below-the-floor").is_some());
+    assert!(store.inner.get("below-the-floor").is_some());
     let lags = lags.0.lock().unwrap();
     let fresh = &lags[lags.len() - 400..];
     assert!(

@@ -115,6 +115,18 @@ struct Run {
     store: Arc<PartitionedStore>,
 }
 
+impl Run {
+    /// What a run's figures end with: what it left, and how often the store refused.
+    fn leftovers(&self) -> String {
+        format!(
+            "{} left undeleted; {} throttled; refused {:?}",
+            self.left,
+            self.report.throttled,
+            self.store.counts().refused
+        )
+    }
+}
+
 /// Writes the workload, runs the daemon until every due item is gone (or 30 s after the last
 /// TTL), and measures each item's lag and the bound's.
 async fn run(w: Workload) -> Run {
@@ -307,19 +319,21 @@ async fn lag_within_the_bound(load: f64) {
         let run = run(Workload::at(seed, load)).await;
         let r = Ratios::of(&run);
         pass &= run.left == 0 && r.max <= 1.5 && r.p99 <= 1.15;
-        figures.push(format!(
-            "seed {seed}: {r}; {} left undeleted; {} throttled; refused {:?}",
-            run.left,
-            run.report.throttled,
-            run.store.counts().refused
-        ));
+        figures.push(format!("seed {seed}: {r}; {}", run.leftovers()));
     }
-    // Shown with `--nocapture`: docs/benchmarks.md quotes them.
-    println!("load {load}: {figures:#?}");
-    assert!(
+    verdict(
+        &format!("load {load}"),
+        "max <= x1.5 and p99 <= x1.15 of the bound",
         pass,
-        "load {load}, max <= x1.5 and p99 <= x1.15 of the bound: {figures:#?}"
+        &figures,
     );
+}
+
+/// Prints the figures of every seed's run (shown with `--nocapture`: docs/benchmarks.md quotes
+/// them), then fails with them all unless `pass`: `claim` is what should have held.
+fn verdict(what: &str, claim: &str, pass: bool, figures: &[String]) {
+    println!("{what}: {figures:#?}");
+    assert!(pass, "{what}, {claim}: {figures:#?}");
 }
 
 /// At the daemon's defaults (what users run). The figures over time are in
@@ -367,20 +381,18 @@ async fn a_hot_lane_leaves_the_other_lanes_lag_alone() {
         pass &= with.left == 0 && p99_with <= 1.1 * p99_without;
         figures.push(format!(
             "seed {seed}: the other lanes' p99 {p99_with} ms with the hot lane, {p99_without} ms \
-             without (x{:.2}); all lanes, hot run: {}; calm run: {}; {} left undeleted; \
-             {} throttled; refused {:?}",
+             without (x{:.2}); all lanes, hot run: {}; calm run: {}; {}",
             p99_with / p99_without,
             Ratios::of(&with),
             Ratios::of(&without),
-            with.left,
-            with.report.throttled,
-            with.store.counts().refused
+            with.leftovers(),
         ));
     }
-    println!("hot lane: {figures:#?}");
-    assert!(
+    verdict(
+        "hot lane",
+        "other lanes' p99 within x1.1 of the run without the hot lane",
         pass,
-        "other lanes' p99 within x1.1 of the run without the hot lane: {figures:#?}"
+        &figures,
     );
 }
 

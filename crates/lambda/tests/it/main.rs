@@ -21,6 +21,32 @@ fn local() -> &'static str {
         .endpoint()
 }
 
+/// The function under test, as `precise-ttl-it` with 128 MB, and these environment `variables`.
+fn function_with(variables: Vec<(String, String)>) -> LocalLambda {
+    LocalLambda::new(Function {
+        program: FUNCTION.into(),
+        name: "precise-ttl-it".into(),
+        memory_mb: 128,
+        variables,
+    })
+}
+
+/// Invokes `lambda` once with `event`, `deadline_s` to run, shuts it down (within
+/// `shut_down_s`) and gives back that invocation's answer: its report, or its error.
+async fn invoke_once(
+    mut lambda: LocalLambda,
+    event: serde_json::Value,
+    deadline_s: u64,
+    shut_down_s: u64,
+) -> Result<serde_json::Value, serde_json::Value> {
+    lambda
+        .invoke(event, Duration::from_secs(deadline_s))
+        .await
+        .unwrap();
+    let mut records = lambda.shut_down(Duration::from_secs(shut_down_s)).await;
+    records.remove(0).result
+}
+
 /// Three invocations of 6 s starting 5 s apart (each stops 2 s before its deadline, so each
 /// hands over to the next inside a 1 s overlap), items due every second at 100 /s with integer
 /// TTLs: every item deleted, nothing wrong, and the invocations' reports add up to the REMOVE
@@ -91,43 +117,23 @@ async fn overlapping_invocations_delete_every_item_and_their_reports_add_up() {
 /// names the table, instead of retrying until its deadline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_table_fails_the_invocation_with_a_clear_message() {
-    let mut lambda = LocalLambda::new(Function {
-        program: FUNCTION.into(),
-        name: "precise-ttl-it".into(),
-        memory_mb: 128,
-        variables: vec![
-            ("PRECISE_TTL_TABLE".into(), "no-such-table".into()),
-            ("AWS_ENDPOINT_URL_DYNAMODB".into(), local().into()),
-        ],
-    });
+    let lambda = function_with(vec![
+        ("PRECISE_TTL_TABLE".into(), "no-such-table".into()),
+        ("AWS_ENDPOINT_URL_DYNAMODB".into(), local().into()),
+    ]);
     let started = std::time::Instant::now();
-    lambda
-        .invoke(serde_json::json!({}), Duration::from_secs(30))
-        .await
-        .unwrap();
-    let records = lambda.shut_down(Duration::from_secs(30)).await;
+    let answer = invoke_once(lambda, serde_json::json!({}), 30, 30).await;
     assert!(started.elapsed() < Duration::from_secs(10), "failed fast");
-    let error = records[0].result.as_ref().unwrap_err();
+    let error = answer.as_ref().unwrap_err();
     let message = error["errorMessage"].as_str().unwrap_or_default();
     assert!(message.contains("no-such-table"), "{error}");
     assert!(!message.contains('\n'), "one line: {message}");
 
     // A bad setting in the event is named too.
-    let mut lambda = LocalLambda::new(Function {
-        program: FUNCTION.into(),
-        name: "precise-ttl-it".into(),
-        memory_mb: 128,
-        variables: vec![("AWS_ENDPOINT_URL_DYNAMODB".into(), local().into())],
-    });
-    lambda
-        .invoke(
-            serde_json::json!({"table": "t", "shards": "many"}),
-            Duration::from_secs(30),
-        )
-        .await
-        .unwrap();
-    let records = lambda.shut_down(Duration::from_secs(30)).await;
-    let error = records[0].result.as_ref().unwrap_err();
+    let lambda = function_with(vec![("AWS_ENDPOINT_URL_DYNAMODB".into(), local().into())]);
+    let event = serde_json::json!({"table": "t", "shards": "many"});
+    let answer = invoke_once(lambda, event, 30, 30).await;
+    let error = answer.as_ref().unwrap_err();
     assert!(
         error["errorMessage"]
             .as_str()
@@ -168,21 +174,12 @@ async fn late_port(target: &'static str, closed_for: Duration) -> String {
 async fn an_invocation_rides_out_a_store_unreachable_at_its_start() {
     let (dynamo, table) = table_with_due_items(50).await;
     let endpoint = late_port(local(), Duration::from_secs(3)).await;
-    let mut lambda = LocalLambda::new(Function {
-        program: FUNCTION.into(),
-        name: "precise-ttl-it".into(),
-        memory_mb: 128,
-        variables: vec![
-            ("PRECISE_TTL_TABLE".into(), table.clone()),
-            ("AWS_ENDPOINT_URL_DYNAMODB".into(), endpoint),
-        ],
-    });
-    lambda
-        .invoke(serde_json::json!({}), Duration::from_secs(10))
-        .await
-        .unwrap();
-    let records = lambda.shut_down(Duration::from_secs(15)).await;
-    let report = records[0].result.as_ref().expect("the invocation succeeds");
+    let lambda = function_with(vec![
+        ("PRECISE_TTL_TABLE".into(), table.clone()),
+        ("AWS_ENDPOINT_URL_DYNAMODB".into(), endpoint),
+    ]);
+    let answer = invoke_once(lambda, serde_json::json!({}), 10, 15).await;
+    let report = answer.as_ref().expect("the invocation succeeds");
     assert_eq!(report["deleted"], 50, "{report}");
     let _ = dynamo.query.delete_table().table_name(&table).send().await;
 }
@@ -191,12 +188,7 @@ async fn an_invocation_rides_out_a_store_unreachable_at_its_start() {
 /// its counts and writes each expiry record as a log line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_batch_is_answered_with_its_expiry_records() {
-    let mut lambda = LocalLambda::new(Function {
-        program: FUNCTION.into(),
-        name: "precise-ttl-it".into(),
-        memory_mb: 128,
-        variables: vec![],
-    });
+    let mut lambda = function_with(vec![]);
     let record = |id: &str, ttl: &str| {
         serde_json::json!({
             "eventID": id, "eventName": "REMOVE", "eventVersion": "1.1",
@@ -285,35 +277,23 @@ async fn table_with_due_items(count: i64) -> (Dynamo, String) {
 async fn an_invocation_archives_every_item_it_deletes() {
     let (dynamo, table) = table_with_due_items(30).await;
     let function = |archive: &str| {
-        LocalLambda::new(Function {
-            program: FUNCTION.into(),
-            name: "precise-ttl-it".into(),
-            memory_mb: 128,
-            variables: vec![
-                ("PRECISE_TTL_TABLE".into(), table.clone()),
-                ("AWS_ENDPOINT_URL_DYNAMODB".into(), local().into()),
-                ("PRECISE_TTL_ARCHIVE".into(), archive.into()),
-            ],
-        })
+        function_with(vec![
+            ("PRECISE_TTL_TABLE".into(), table.clone()),
+            ("AWS_ENDPOINT_URL_DYNAMODB".into(), local().into()),
+            ("PRECISE_TTL_ARCHIVE".into(), archive.into()),
+        ])
     };
-    let mut bad = function("ftp://nowhere");
-    bad.invoke(serde_json::json!({}), Duration::from_secs(10))
-        .await
-        .unwrap();
-    let records = bad.shut_down(Duration::from_secs(15)).await;
-    let error = records[0].result.as_ref().unwrap_err();
+    let bad = function("ftp://nowhere");
+    let answer = invoke_once(bad, serde_json::json!({}), 10, 15).await;
+    let error = answer.as_ref().unwrap_err();
     let message = error["errorMessage"].as_str().unwrap_or_default();
     assert!(message.contains("ftp://nowhere"), "{error}");
     assert!(!message.contains('\n'), "one line: {message}");
 
     let dir = std::env::temp_dir().join(format!("precise-ttl-lambda-{:08x}", fastrand::u32(..)));
-    let mut lambda = function(&format!("file://{}", dir.display()));
-    lambda
-        .invoke(serde_json::json!({}), Duration::from_secs(6))
-        .await
-        .unwrap();
-    let records = lambda.shut_down(Duration::from_secs(15)).await;
-    let report = records[0].result.as_ref().expect("the invocation succeeds");
+    let lambda = function(&format!("file://{}", dir.display()));
+    let answer = invoke_once(lambda, serde_json::json!({}), 6, 15).await;
+    let report = answer.as_ref().expect("the invocation succeeds");
     assert_eq!(report["deleted"], 30, "{report}");
     let mut keys = std::collections::BTreeSet::new();
     for entry in std::fs::read_dir(&dir).unwrap() {

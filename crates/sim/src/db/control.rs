@@ -25,10 +25,7 @@ impl Db {
     }
 
     pub fn describe_table(&self, input: TableNameInput) -> Result<serde_json::Value, DbError> {
-        let table = self
-            .tables
-            .get(&input.table_name)
-            .ok_or_else(|| DbError::ResourceNotFound(Some(input.table_name.clone())))?;
+        let table = self.named_table(&input.table_name)?;
         Ok(serde_json::json!({ "Table": table.describe("ACTIVE") }))
     }
 
@@ -67,10 +64,7 @@ impl Db {
         now: Now,
     ) -> Result<serde_json::Value, DbError> {
         let defaults = self.defaults.limits;
-        let table = self
-            .tables
-            .get_mut(&input.table_name)
-            .ok_or_else(|| DbError::ResourceNotFound(Some(input.table_name.clone())))?;
+        let table = self.named_table_mut(&input.table_name)?;
         for d in &input.attribute_definitions {
             let kind = crate::value::ScalarType::parse(&d.attribute_type).ok_or_else(|| {
                 DbError::validation(format!("invalid attribute type {}", d.attribute_type))
@@ -127,10 +121,7 @@ impl Db {
         &self,
         input: TableNameInput,
     ) -> Result<serde_json::Value, DbError> {
-        let table = self
-            .tables
-            .get(&input.table_name)
-            .ok_or_else(|| DbError::ResourceNotFound(Some(input.table_name.clone())))?;
+        let table = self.named_table(&input.table_name)?;
         Ok(match &table.ttl {
             Some((attribute, true)) => serde_json::json!({
                 "TimeToLiveDescription": {"TimeToLiveStatus": "ENABLED", "AttributeName": attribute}
@@ -143,10 +134,7 @@ impl Db {
         &mut self,
         input: UpdateTimeToLiveInput,
     ) -> Result<serde_json::Value, DbError> {
-        let table = self
-            .tables
-            .get_mut(&input.table_name)
-            .ok_or_else(|| DbError::ResourceNotFound(Some(input.table_name.clone())))?;
+        let table = self.named_table_mut(&input.table_name)?;
         let spec = &input.time_to_live_specification;
         match (&table.ttl, spec.enabled) {
             (Some((_, true)), true) => {

@@ -228,6 +228,21 @@ impl Db {
             .ok_or(DbError::ResourceNotFound(None))
     }
 
+    /// A table for the control plane and the direct calls: a missing one is named in the error,
+    /// as DynamoDB's control plane names it (its data plane does not, see `Db::table`).
+    fn named_table(&self, name: &str) -> Result<&Table, DbError> {
+        self.tables
+            .get(name)
+            .ok_or_else(|| DbError::ResourceNotFound(Some(name.to_string())))
+    }
+
+    /// [`Db::named_table`], to change.
+    fn named_table_mut(&mut self, name: &str) -> Result<&mut Table, DbError> {
+        self.tables
+            .get_mut(name)
+            .ok_or_else(|| DbError::ResourceNotFound(Some(name.to_string())))
+    }
+
     /// Parses (or finds parsed) a condition.
     fn condition(&mut self, text: &str, kind: &'static str) -> Result<Arc<(Cond, Used)>, DbError> {
         if let Some(c) = self.conditions.get(text) {
@@ -262,10 +277,7 @@ impl Db {
         table: &str,
         items: impl IntoIterator<Item = Item>,
     ) -> Result<usize, DbError> {
-        let table = self
-            .tables
-            .get_mut(table)
-            .ok_or_else(|| DbError::ResourceNotFound(Some(table.to_string())))?;
+        let table = self.named_table_mut(table)?;
         let mut n = 0;
         for item in items {
             table.plant(item)?;

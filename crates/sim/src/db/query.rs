@@ -2,7 +2,9 @@
 //! range of the sort key), filters, projections, limits, pages in either direction, and its
 //! capacity on the partition it reads.
 
-use super::read::{bounds_ok, charge_read, project, read_admit, read_capacity, read_limit, select};
+use super::read::{
+    ReadOptions, bounds_ok, charge_read, project, read_admit, read_capacity, start_row,
+};
 use super::*;
 
 /// Sort-key bounds of a Query.
@@ -37,32 +39,12 @@ impl Db {
             ));
         };
         let key_condition = self.condition(key_text, "KeyConditionExpression")?;
-        let filter = input
-            .filter_expression
-            .as_deref()
-            .map(|f| self.condition(f, "FilterExpression"))
-            .transpose()?;
-        let projection = input
-            .projection_expression
-            .as_deref()
-            .map(expr::parse_projection)
-            .transpose()?;
-        let mut used = key_condition.1.clone();
-        for u in filter
-            .iter()
-            .map(|f| &f.1)
-            .chain(projection.iter().map(|p| &p.1))
-        {
-            used.extend(u);
-        }
-        check_placeholders(
-            &used,
-            input.expression_attribute_names.as_ref(),
-            input.expression_attribute_values.as_ref(),
-            true,
-        )?;
-        let limit = read_limit(input.limit)?;
-        let count_only = select(input.select.as_deref(), projection.is_some())?;
+        let ReadOptions {
+            filter,
+            projection,
+            limit,
+            count_only,
+        } = self.read_options(&input, Some(&key_condition.1))?;
         let forward = input.scan_index_forward.unwrap_or(true);
         let consistent = input.consistent_read.unwrap_or(false);
         let names = input.expression_attribute_names.as_ref();
@@ -184,16 +166,7 @@ impl Db {
                 }
                 None => {
                     let hash = hash_key(&hash_value);
-                    let start = input
-                        .exclusive_start_key
-                        .as_ref()
-                        .map(|k| table_ref.key_of(k))
-                        .transpose()
-                        .map_err(|_| {
-                            DbError::validation(
-                                "The provided starting key is invalid: The provided key element does not match the schema",
-                            )
-                        })?;
+                    let start = start_row(table_ref, input.exclusive_start_key.as_ref())?;
                     let (low, high) = row_bounds(hash, &hash_value, &sort, start.as_ref(), forward);
                     if bounds_ok(&low, &high) {
                         let range = table_ref.rows.range((low, high));

@@ -53,32 +53,12 @@ impl Db {
             ));
         }
         let rcc = rcc(input.return_consumed_capacity.as_deref())?;
-        let filter = input
-            .filter_expression
-            .as_deref()
-            .map(|f| self.condition(f, "FilterExpression"))
-            .transpose()?;
-        let projection = input
-            .projection_expression
-            .as_deref()
-            .map(expr::parse_projection)
-            .transpose()?;
-        let mut used = Used::default();
-        for u in filter
-            .iter()
-            .map(|f| &f.1)
-            .chain(projection.iter().map(|p| &p.1))
-        {
-            used.extend(u);
-        }
-        check_placeholders(
-            &used,
-            input.expression_attribute_names.as_ref(),
-            input.expression_attribute_values.as_ref(),
-            filter.is_some() || projection.is_some(),
-        )?;
-        let limit = read_limit(input.limit)?;
-        let count_only = select(input.select.as_deref(), projection.is_some())?;
+        let ReadOptions {
+            filter,
+            projection,
+            limit,
+            count_only,
+        } = self.read_options(&input, None)?;
         let consistent = input.consistent_read.unwrap_or(false);
         let (seg_low, seg_high) = segment(input.segment, input.total_segments)?;
         let bindings = Bindings::new(
@@ -87,16 +67,7 @@ impl Db {
         );
         let table = self.table_mut(&input.table_name)?;
         read_admit(table, None, None, now.instant)?;
-        let start = input
-            .exclusive_start_key
-            .as_ref()
-            .map(|k| table.key_of(k))
-            .transpose()
-            .map_err(|_| {
-                DbError::validation(
-                    "The provided starting key is invalid: The provided key element does not match the schema",
-                )
-            })?;
+        let start = start_row(table, input.exclusive_start_key.as_ref())?;
         let low = match start {
             Some(k) if k.hash >= seg_low => Bound::Excluded(k),
             _ => Bound::Included(RowKey {
@@ -148,6 +119,66 @@ impl Db {
         out.consumed_capacity = read_capacity(table, None, units, rcc);
         Ok(out)
     }
+}
+
+/// What Query and Scan read alike from their input, checked: the filter, the projection, the
+/// limit, and whether only a count is asked for.
+pub(super) struct ReadOptions {
+    pub(super) filter: Option<Arc<(Cond, Used)>>,
+    pub(super) projection: Option<(Vec<NameRef>, Used)>,
+    pub(super) limit: Option<u64>,
+    pub(super) count_only: bool,
+}
+
+impl Db {
+    /// [`ReadOptions`] of `input`. `key` is the rest of the request's expression (a Query's key
+    /// condition) and its placeholders: every placeholder is checked once, together.
+    pub(super) fn read_options(
+        &mut self,
+        input: &ReadInput,
+        key: Option<&Used>,
+    ) -> Result<ReadOptions, DbError> {
+        let filter = input
+            .filter_expression
+            .as_deref()
+            .map(|f| self.condition(f, "FilterExpression"))
+            .transpose()?;
+        let projection = input
+            .projection_expression
+            .as_deref()
+            .map(expr::parse_projection)
+            .transpose()?;
+        let mut used = key.cloned().unwrap_or_default();
+        for u in filter
+            .iter()
+            .map(|f| &f.1)
+            .chain(projection.iter().map(|p| &p.1))
+        {
+            used.extend(u);
+        }
+        check_placeholders(
+            &used,
+            input.expression_attribute_names.as_ref(),
+            input.expression_attribute_values.as_ref(),
+            key.is_some() || filter.is_some() || projection.is_some(),
+        )?;
+        Ok(ReadOptions {
+            limit: read_limit(input.limit)?,
+            count_only: select(input.select.as_deref(), projection.is_some())?,
+            filter,
+            projection,
+        })
+    }
+}
+
+/// The table row a Query or Scan of the table goes on after: its `ExclusiveStartKey`, which
+/// must be a key of the table.
+pub(super) fn start_row(table: &Table, start: Option<&Item>) -> Result<Option<RowKey>, DbError> {
+    start.map(|k| table.key_of(k)).transpose().map_err(|_| {
+        DbError::validation(
+            "The provided starting key is invalid: The provided key element does not match the schema",
+        )
+    })
 }
 
 pub(super) fn project(

@@ -13,6 +13,12 @@ pub(super) struct Written {
 /// A statement's or a write's failure: an error, with the old item when asked for.
 pub(super) type WriteResult = Result<Written, DbError>;
 
+/// What a PutItem or a DeleteItem names: the new item, or the key of the one to delete.
+enum Plain {
+    Put(Item),
+    Delete(Item),
+}
+
 /// What a single-item write (other than a delete, see `Db::delete_row`) does to the item.
 pub(super) enum Change<'a> {
     Put(Item),
@@ -76,9 +82,7 @@ impl Db {
         };
         let old = table.commit(plan, new);
         if let (Some(key), Some(_)) = (key_copy, &old) {
-            let pk = key.pk.value().map(KeyValue::text).unwrap_or_default();
-            let sk = key.sk.value().map(KeyValue::text);
-            self.log.record(now.wall_ms, table_name, &pk, sk.as_deref());
+            log_delete(&mut self.log, now, table_name, &key);
         }
         Ok(Written {
             old,
@@ -144,9 +148,7 @@ impl Db {
         if old.is_some() {
             table.commit_indexes(&mut plan);
             table.deletes += 1;
-            let pk = key.pk.value().map(KeyValue::text).unwrap_or_default();
-            let sk = key.sk.value().map(KeyValue::text);
-            self.log.record(now.wall_ms, table_name, &pk, sk.as_deref());
+            log_delete(&mut self.log, now, table_name, &key);
         }
         Ok(Written {
             old,
@@ -163,84 +165,52 @@ impl Db {
             .transpose()
     }
 
-    pub fn put_item(&mut self, input: PutItemInput, now: Now) -> Result<WriteOutput, DbError> {
-        refuse_legacy(&[
-            ("Expected", input.expected.is_some()),
-            ("ConditionalOperator", input.conditional_operator.is_some()),
-        ])?;
-        let rcc = rcc(input.return_consumed_capacity.as_deref())?;
-        let returns = returns(
-            input.return_values.as_deref(),
-            &[Returns::None, Returns::AllOld],
-        )?;
-        let on_failure = on_failure(input.return_values_on_condition_check_failure.as_deref())?;
-        let condition = self.parse_optional_condition(input.condition_expression.as_deref())?;
-        let used = condition.as_ref().map(|c| c.1.clone()).unwrap_or_default();
-        check_placeholders(
-            &used,
-            input.expression_attribute_names.as_ref(),
-            input.expression_attribute_values.as_ref(),
-            condition.is_some(),
-        )?;
-        let key = self.table(&input.table_name)?.item_key(&input.item)?;
-        let bindings = Bindings::new(
-            input.expression_attribute_names.as_ref(),
-            input.expression_attribute_values.as_ref(),
-        );
-        let written = self.write(
-            &input.table_name,
-            key,
-            condition.as_ref().map(|c| (&c.0, bindings)),
-            Change::Put(input.item),
-            now,
-        );
-        let written = strip_unrequested_item(written, on_failure)?;
-        let table = self.table(&input.table_name)?;
-        Ok(WriteOutput {
-            attributes: (returns == Returns::AllOld)
-                .then_some(written.old)
-                .flatten(),
-            consumed_capacity: write_capacity(table, &written.charged, rcc),
-        })
+    pub fn put_item(&mut self, mut input: PutItemInput, now: Now) -> Result<WriteOutput, DbError> {
+        let item = std::mem::take(&mut input.item);
+        self.put_or_delete(input.shared(), Plain::Put(item), now)
     }
 
     pub fn delete_item(
         &mut self,
-        input: DeleteItemInput,
+        mut input: DeleteItemInput,
         now: Now,
     ) -> Result<WriteOutput, DbError> {
-        refuse_legacy(&[
-            ("Expected", input.expected.is_some()),
-            ("ConditionalOperator", input.conditional_operator.is_some()),
-        ])?;
-        let rcc = rcc(input.return_consumed_capacity.as_deref())?;
-        let returns = returns(
-            input.return_values.as_deref(),
-            &[Returns::None, Returns::AllOld],
-        )?;
-        let on_failure = on_failure(input.return_values_on_condition_check_failure.as_deref())?;
-        let condition = self.parse_optional_condition(input.condition_expression.as_deref())?;
+        let key = std::mem::take(&mut input.key);
+        self.put_or_delete(input.shared(), Plain::Delete(key), now)
+    }
+
+    /// PutItem and DeleteItem: one checks its options alike, writes through `Db::write` or
+    /// `Db::delete_row`, and answers alike.
+    fn put_or_delete(
+        &mut self,
+        input: Conditional<'_>,
+        plain: Plain,
+        now: Now,
+    ) -> Result<WriteOutput, DbError> {
+        // AttributeUpdates is UpdateItem's; the two refuse only the legacy parameters they
+        // share with it.
+        refuse_legacy(&input.legacy[..2])?;
+        let rcc = rcc(input.rcc)?;
+        let returns = returns(input.return_values, &[Returns::None, Returns::AllOld])?;
+        let on_failure = on_failure(input.on_failure)?;
+        let condition = self.parse_optional_condition(input.condition)?;
         let used = condition.as_ref().map(|c| c.1.clone()).unwrap_or_default();
-        check_placeholders(
-            &used,
-            input.expression_attribute_names.as_ref(),
-            input.expression_attribute_values.as_ref(),
-            condition.is_some(),
-        )?;
-        let key = self.table(&input.table_name)?.key_of(&input.key)?;
-        let bindings = Bindings::new(
-            input.expression_attribute_names.as_ref(),
-            input.expression_attribute_values.as_ref(),
-        );
-        let written = self.delete_row(
-            &input.table_name,
-            key,
-            condition.as_ref().map(|c| (&c.0, bindings)),
-            false,
-            now,
-        );
+        check_placeholders(&used, input.names, input.values, condition.is_some())?;
+        let table = self.table(input.table_name)?;
+        let key = match &plain {
+            Plain::Put(item) => table.item_key(item)?,
+            Plain::Delete(key) => table.key_of(key)?,
+        };
+        let bindings = Bindings::new(input.names, input.values);
+        let condition = condition.as_ref().map(|c| (&c.0, bindings));
+        let written = match plain {
+            Plain::Put(item) => {
+                self.write(input.table_name, key, condition, Change::Put(item), now)
+            }
+            Plain::Delete(_) => self.delete_row(input.table_name, key, condition, false, now),
+        };
         let written = strip_unrequested_item(written, on_failure)?;
-        let table = self.table(&input.table_name)?;
+        let table = self.table(input.table_name)?;
         Ok(WriteOutput {
             attributes: (returns == Returns::AllOld)
                 .then_some(written.old)
@@ -254,14 +224,11 @@ impl Db {
         input: UpdateItemInput,
         now: Now,
     ) -> Result<WriteOutput, DbError> {
-        refuse_legacy(&[
-            ("Expected", input.expected.is_some()),
-            ("ConditionalOperator", input.conditional_operator.is_some()),
-            ("AttributeUpdates", input.attribute_updates.is_some()),
-        ])?;
-        let rcc = rcc(input.return_consumed_capacity.as_deref())?;
+        let shared = input.shared();
+        refuse_legacy(&shared.legacy)?;
+        let rcc = rcc(shared.rcc)?;
         let returns = returns(
-            input.return_values.as_deref(),
+            shared.return_values,
             &[
                 Returns::None,
                 Returns::AllOld,
@@ -270,29 +237,21 @@ impl Db {
                 Returns::UpdatedNew,
             ],
         )?;
-        let on_failure = on_failure(input.return_values_on_condition_check_failure.as_deref())?;
+        let on_failure = on_failure(shared.on_failure)?;
         let Some(update_text) = input.update_expression.as_deref() else {
             return Err(DbError::validation(
                 "the simulator needs an UpdateExpression for UpdateItem",
             ));
         };
         let update = self.update_expression(update_text)?;
-        let condition = self.parse_optional_condition(input.condition_expression.as_deref())?;
+        let condition = self.parse_optional_condition(shared.condition)?;
         let mut used = update.1.clone();
         if let Some(c) = &condition {
             used.extend(&c.1);
         }
-        check_placeholders(
-            &used,
-            input.expression_attribute_names.as_ref(),
-            input.expression_attribute_values.as_ref(),
-            true,
-        )?;
-        let key = self.table(&input.table_name)?.key_of(&input.key)?;
-        let bindings = Bindings::new(
-            input.expression_attribute_names.as_ref(),
-            input.expression_attribute_values.as_ref(),
-        );
+        check_placeholders(&used, shared.names, shared.values, true)?;
+        let key = self.table(shared.table_name)?.key_of(&input.key)?;
+        let bindings = Bindings::new(shared.names, shared.values);
         let updated_names: Vec<String> = update
             .0
             .set
@@ -302,7 +261,7 @@ impl Db {
             .filter_map(|n| bindings.name(n).ok().map(str::to_string))
             .collect();
         let written = self.write(
-            &input.table_name,
+            shared.table_name,
             key,
             condition
                 .as_ref()
@@ -311,7 +270,7 @@ impl Db {
             now,
         );
         let written = strip_unrequested_item(written, on_failure)?;
-        let table = self.table(&input.table_name)?;
+        let table = self.table(shared.table_name)?;
         let names: Vec<&str> = updated_names.iter().map(String::as_str).collect();
         let attributes = match returns {
             Returns::None => None,
@@ -325,6 +284,14 @@ impl Db {
             consumed_capacity: write_capacity(table, &written.charged, rcc),
         })
     }
+}
+
+/// Notes the delete of `key` in the deletion log (the simulator's `/deletions`), its keys as
+/// text: one place for both write paths that delete.
+fn log_delete(log: &mut DeletionLog, now: Now, table_name: &str, key: &RowKey) {
+    let pk = key.pk.value().map(KeyValue::text).unwrap_or_default();
+    let sk = key.sk.value().map(KeyValue::text);
+    log.record(now.wall_ms, table_name, &pk, sk.as_deref());
 }
 
 /// Drops the old item a failed condition carries unless the request asked for it.

@@ -265,48 +265,48 @@ pub fn check_placeholders(
     values: Option<&ValueMap>,
     any_expression: bool,
 ) -> Result<(), DbError> {
-    if let Some(names) = names {
-        if !any_expression {
-            return Err(DbError::validation(
-                "ExpressionAttributeNames can only be specified when using expressions",
-            ));
-        }
-        if names.is_empty() {
-            return Err(DbError::validation(
-                "ExpressionAttributeNames must not be empty",
-            ));
-        }
-        let mut unused: Vec<&String> = names.keys().filter(|k| !used.names.contains(*k)).collect();
-        if !unused.is_empty() {
-            unused.sort();
-            return Err(DbError::validation(format!(
-                "Value provided in ExpressionAttributeNames unused in expressions: keys: {{{}}}",
-                join(&unused)
-            )));
-        }
+    let names = names.map(|n| n.keys().collect());
+    check_given(
+        "ExpressionAttributeNames",
+        names,
+        &used.names,
+        any_expression,
+    )?;
+    let values = values.map(|v| v.keys().collect());
+    check_given(
+        "ExpressionAttributeValues",
+        values,
+        &used.values,
+        any_expression,
+    )
+}
+
+/// One map of placeholders (`what`, its keys given when the request has it) against those
+/// the expressions use: the names and the values are checked alike.
+fn check_given(
+    what: &str,
+    given: Option<Vec<&String>>,
+    used: &BTreeSet<String>,
+    any_expression: bool,
+) -> Result<(), DbError> {
+    let Some(given) = given else {
+        return Ok(());
+    };
+    if !any_expression {
+        return Err(DbError::validation(format!(
+            "{what} can only be specified when using expressions"
+        )));
     }
-    if let Some(values) = values {
-        if !any_expression {
-            return Err(DbError::validation(
-                "ExpressionAttributeValues can only be specified when using expressions",
-            ));
-        }
-        if values.is_empty() {
-            return Err(DbError::validation(
-                "ExpressionAttributeValues must not be empty",
-            ));
-        }
-        let mut unused: Vec<&String> = values
-            .keys()
-            .filter(|k| !used.values.contains(*k))
-            .collect();
-        if !unused.is_empty() {
-            unused.sort();
-            return Err(DbError::validation(format!(
-                "Value provided in ExpressionAttributeValues unused in expressions: keys: {{{}}}",
-                join(&unused)
-            )));
-        }
+    if given.is_empty() {
+        return Err(DbError::validation(format!("{what} must not be empty")));
+    }
+    let mut unused: Vec<&String> = given.into_iter().filter(|k| !used.contains(*k)).collect();
+    if !unused.is_empty() {
+        unused.sort();
+        return Err(DbError::validation(format!(
+            "Value provided in {what} unused in expressions: keys: {{{}}}",
+            join(&unused)
+        )));
     }
     Ok(())
 }

@@ -70,16 +70,18 @@ impl Parser {
     }
 
     fn expect_sym(&mut self, sym: &str) -> Parsed<()> {
-        if self.at_sym(sym) {
-            self.pos += 1;
-            Ok(())
-        } else {
-            Err(self.syntax())
-        }
+        let at = self.at_sym(sym);
+        self.step_over(at)
     }
 
     fn expect_word(&mut self, word: &str) -> Parsed<()> {
-        if self.at_word(word) {
+        let at = self.at_word(word);
+        self.step_over(at)
+    }
+
+    /// Steps over the token the parser expected when it is `at` it, else a syntax error.
+    fn step_over(&mut self, at: bool) -> Parsed<()> {
+        if at {
             self.pos += 1;
             Ok(())
         } else {
@@ -102,21 +104,25 @@ impl Parser {
     }
 
     fn cond(&mut self) -> Parsed<Cond> {
-        let mut left = self.and()?;
-        while self.at_word("OR") {
-            self.pos += 1;
-            let right = self.and()?;
-            left = Cond::Or(Box::new(left), Box::new(right));
-        }
-        Ok(left)
+        self.chain("OR", Self::and, Cond::Or)
     }
 
     fn and(&mut self) -> Parsed<Cond> {
-        let mut left = self.not()?;
-        while self.at_word("AND") {
+        self.chain("AND", Self::not, Cond::And)
+    }
+
+    /// `next (WORD next)*`, joined from the left: OR binds looser than AND, AND than NOT.
+    fn chain(
+        &mut self,
+        word: &str,
+        next: fn(&mut Self) -> Parsed<Cond>,
+        join: fn(Box<Cond>, Box<Cond>) -> Cond,
+    ) -> Parsed<Cond> {
+        let mut left = next(self)?;
+        while self.at_word(word) {
             self.pos += 1;
-            let right = self.not()?;
-            left = Cond::And(Box::new(left), Box::new(right));
+            let right = next(self)?;
+            left = join(Box::new(left), Box::new(right));
         }
         Ok(left)
     }

@@ -82,9 +82,7 @@ impl Index {
     fn key_value(&self, def: &KeyDef, v: &Value) -> Result<KeyValue, DbError> {
         match v.as_key() {
             Some(k) if k.scalar_type() == def.kind => {
-                if matches!(&k, KeyValue::S(s) if s.is_empty())
-                    || matches!(&k, KeyValue::B(b) if b.is_empty())
-                {
+                if k.is_empty() {
                     return Err(DbError::validation(format!(
                         "One or more parameter values are not valid. A value specified for a secondary index key is not supported. The AttributeValue for a key attribute cannot contain an empty string value. IndexName: {}, IndexKey: {}",
                         self.name, def.name

@@ -85,9 +85,7 @@ impl Table {
     ) -> Result<KeyValue, DbError> {
         match v.as_key() {
             Some(k) if k.scalar_type() == def.kind => {
-                if matches!(&k, KeyValue::S(s) if s.is_empty())
-                    || matches!(&k, KeyValue::B(b) if b.is_empty())
-                {
+                if k.is_empty() {
                     return Err(DbError::validation(format!(
                         "One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty {} value. Key: {}",
                         if def.kind == ScalarType::S {

@@ -19,9 +19,7 @@ async fn a_hot_index_partition_throttles_base_writes_with_throttling_errors() {
         },
         ..quick()
     };
-    let sim = Simulator::start(config).unwrap();
-    let client = client(&sim);
-    create_table(&client).await;
+    let (sim, client) = with_table(config).await;
     // Every item on one index partition (shard 7), their keys spread over the table's 40.
     sim.plant(
         TABLE,
@@ -129,9 +127,7 @@ async fn the_table_wide_limit_leaves_batch_writes_unprocessed() {
         },
         ..quick()
     };
-    let sim = Simulator::start(config).unwrap();
-    let client = client(&sim);
-    create_table(&client).await;
+    let (sim, client) = with_table(config).await;
     let batch = |from: usize| {
         let mut call = client.batch_write_item();
         let requests: Vec<WriteRequest> = (from..from + 25)

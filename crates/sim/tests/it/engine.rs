@@ -265,20 +265,15 @@ async fn first_throttle(table_partitions: usize, items: i64, shards: i64) -> Sto
 /// adapter's error carries its scope, for the engine to slow down that partition only.
 #[tokio::test]
 async fn a_throttle_names_the_partition_that_refused() {
-    // One table partition, the deletes spread over four index partitions: the table's refuses.
-    let table = first_throttle(1, 40, 4).await;
-    assert_eq!(table.class, ErrorClass::Throttled, "{table:?}");
-    assert_eq!(
-        table.throttle,
-        Some(ThrottleScope::TablePartition),
-        "{table:?}"
-    );
-    // Forty table partitions, every delete in index partition 0: the index's refuses.
-    let index = first_throttle(40, 40, 1).await;
-    assert_eq!(index.class, ErrorClass::Throttled, "{index:?}");
-    assert_eq!(
-        index.throttle,
-        Some(ThrottleScope::IndexPartition),
-        "{index:?}"
-    );
+    for (table_partitions, shards, refusing) in [
+        // One table partition, the deletes spread over four index partitions: the table's
+        // refuses.
+        (1, 4, ThrottleScope::TablePartition),
+        // Forty table partitions, every delete in index partition 0: the index's refuses.
+        (40, 1, ThrottleScope::IndexPartition),
+    ] {
+        let error = first_throttle(table_partitions, 40, shards).await;
+        assert_eq!(error.class, ErrorClass::Throttled, "{error:?}");
+        assert_eq!(error.throttle, Some(refusing), "{error:?}");
+    }
 }

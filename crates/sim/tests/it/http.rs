@@ -4,11 +4,17 @@
 use crate::support::*;
 use precise_ttl_sim::Simulator;
 
+/// GET of a side endpoint: it must answer 200 with JSON.
+async fn get_json(sim: &Simulator, path: &str) -> serde_json::Value {
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let (status, body) = http(sim, &request).await;
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
 #[tokio::test]
 async fn side_endpoints_report_stats_and_deletions_and_protocol_errors_are_dynamodbs() {
-    let sim = Simulator::start(quick()).unwrap();
-    let client = client(&sim);
-    create_table(&client).await;
+    let (sim, client) = with_table(quick()).await;
     sim.plant(
         TABLE,
         (0..3).map(|i| sim_item(&format!("k{i}"), NOW - 1, 0)),
@@ -23,26 +29,14 @@ async fn side_endpoints_report_stats_and_deletions_and_protocol_errors_are_dynam
             .await
             .unwrap();
     }
-    let (status, body) = http(
-        &sim,
-        "GET /deletions?from=1&limit=5 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-    )
-    .await;
-    assert_eq!(status, 200);
-    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let json = get_json(&sim, "/deletions?from=1&limit=5").await;
     assert_eq!(json["total"], 3);
     assert_eq!(json["next"], 3);
     assert_eq!(json["deletions"][0][1], TABLE);
     assert_eq!(json["deletions"][0][2], "k1");
     assert!(json["deletions"][0][0].as_f64().unwrap() > 1.7e12);
 
-    let (status, body) = http(
-        &sim,
-        "GET /stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-    )
-    .await;
-    assert_eq!(status, 200);
-    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let json = get_json(&sim, "/stats").await;
     assert_eq!(json["tables"][TABLE]["usage"]["write_units"], 3.0);
     assert_eq!(
         json["tables"][TABLE]["indexes"][INDEX]["usage"]["write_units"],

@@ -5,6 +5,7 @@
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region, retry::RetryConfig};
+use aws_sdk_dynamodb::operation::create_table::builders::CreateTableFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue as Av;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BatchStatementRequest, BillingMode, CreateGlobalSecondaryIndexAction,
@@ -72,16 +73,31 @@ fn keys_only() -> Projection {
         .build()
 }
 
-/// The bench table with its index, through CreateTable.
-pub async fn create_table(client: &Client) {
+/// CreateTable of the bench table, on demand and keyed by `pk`, without its index yet: the
+/// tests add the index, or send it as it is.
+pub fn create_keyed_by_pk(client: &Client) -> CreateTableFluentBuilder {
     client
         .create_table()
         .table_name(TABLE)
         .billing_mode(BillingMode::PayPerRequest)
         .attribute_definitions(attribute("pk", ScalarAttributeType::S))
+        .key_schema(key("pk", KeyType::Hash))
+}
+
+/// A simulator with `config`, an SDK client on it, and the bench table made through the client:
+/// where most tests start.
+pub async fn with_table(config: SimConfig) -> (Simulator, Client) {
+    let sim = Simulator::start(config).unwrap();
+    let client = client(&sim);
+    create_table(&client).await;
+    (sim, client)
+}
+
+/// The bench table with its index, through CreateTable.
+pub async fn create_table(client: &Client) {
+    create_keyed_by_pk(client)
         .attribute_definitions(attribute("ttl_shard", ScalarAttributeType::N))
         .attribute_definitions(attribute("ttl", ScalarAttributeType::N))
-        .key_schema(key("pk", KeyType::Hash))
         .global_secondary_indexes(
             GlobalSecondaryIndex::builder()
                 .index_name(INDEX)
@@ -99,15 +115,7 @@ pub async fn create_table(client: &Client) {
 /// The table without its index, `early` written, then the index added (UpdateTable): the way a
 /// String TTL gets into a table whose index wants a Number, which DynamoDB's backfill leaves out.
 pub async fn create_table_after(client: &Client, early: &[(&str, Av)]) {
-    client
-        .create_table()
-        .table_name(TABLE)
-        .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(attribute("pk", ScalarAttributeType::S))
-        .key_schema(key("pk", KeyType::Hash))
-        .send()
-        .await
-        .unwrap();
+    create_keyed_by_pk(client).send().await.unwrap();
     for (pk, ttl) in early {
         client
             .put_item()
@@ -180,6 +188,14 @@ pub fn item(pk: &str, ttl: Option<Value>, shard: Option<i64>) -> Item {
 /// A bench item to plant: a Number TTL, a shard, and a 50-byte payload.
 pub fn sim_item(pk: &str, ttl: i64, shard: i64) -> Item {
     item(pk, Some(Value::int(ttl)), Some(shard)).with("payload", Value::s("x".repeat(50)))
+}
+
+/// The String `attribute` of each of `items`, in order.
+pub fn strings<'a>(items: &'a [HashMap<String, Av>], attribute: &str) -> Vec<&'a str> {
+    items
+        .iter()
+        .map(|i| i[attribute].as_s().unwrap().as_str())
+        .collect()
 }
 
 /// PutItem of `pk` with `ttl`, and a shard when given.

@@ -4,14 +4,10 @@
 use crate::support::*;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
-use aws_sdk_dynamodb::types::{BillingMode, KeyType, ScalarAttributeType};
-use precise_ttl_sim::Simulator;
 
 #[tokio::test]
 async fn tables_are_created_described_and_listed() {
-    let sim = Simulator::start(quick()).unwrap();
-    let client = client(&sim);
-    create_table(&client).await;
+    let (_sim, client) = with_table(quick()).await;
     let described = client
         .describe_table()
         .table_name(TABLE)
@@ -73,23 +69,13 @@ async fn tables_are_created_described_and_listed() {
 }
 
 async fn create_table_again(client: &Client) -> String {
-    let err = client
-        .create_table()
-        .table_name(TABLE)
-        .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(attribute("pk", ScalarAttributeType::S))
-        .key_schema(key("pk", KeyType::Hash))
-        .send()
-        .await
-        .unwrap_err();
+    let err = create_keyed_by_pk(client).send().await.unwrap_err();
     err.code().unwrap_or_default().to_string()
 }
 
 #[tokio::test]
 async fn the_index_is_sparse_ordered_and_pages_with_limits() {
-    let sim = Simulator::start(quick()).unwrap();
-    let client = client(&sim);
-    create_table(&client).await;
+    let (_sim, client) = with_table(quick()).await;
     for i in 0..10 {
         put(&client, &format!("due-{i}"), n(NOW - 10 + i), Some(3)).await;
     }
@@ -156,56 +142,42 @@ async fn the_index_is_sparse_ordered_and_pages_with_limits() {
         .unwrap_err();
     assert_eq!(err.code(), Some("ValidationException"));
 
+    // A query of shard 3 on the index: each case below adds its key condition.
+    let shard_3 = || {
+        client
+            .query()
+            .table_name(TABLE)
+            .index_name(INDEX)
+            .expression_attribute_values(":s", n(3))
+    };
     // Consistent reads on an index, and key conditions the simulator cannot serve, are
     // validation errors.
-    let err = client
-        .query()
-        .table_name(TABLE)
-        .index_name(INDEX)
-        .key_condition_expression("ttl_shard = :s")
-        .expression_attribute_values(":s", n(3))
-        .consistent_read(true)
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Some("ValidationException"));
-    let err = client
-        .query()
-        .table_name(TABLE)
-        .index_name(INDEX)
-        .key_condition_expression("ttl_shard = :s AND ttl <> :t")
-        .expression_attribute_values(":s", n(3))
-        .expression_attribute_values(":t", n(3))
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Some("ValidationException"));
+    for refused in [
+        shard_3()
+            .key_condition_expression("ttl_shard = :s")
+            .consistent_read(true),
+        shard_3()
+            .key_condition_expression("ttl_shard = :s AND ttl <> :t")
+            .expression_attribute_values(":t", n(3)),
+    ] {
+        let err = refused.send().await.unwrap_err();
+        assert_eq!(err.code(), Some("ValidationException"));
+    }
 
     // Descending order, and COUNT.
-    let out = client
-        .query()
-        .table_name(TABLE)
-        .index_name(INDEX)
+    let out = shard_3()
         .key_condition_expression("ttl_shard = :s AND ttl > :t")
-        .expression_attribute_values(":s", n(3))
         .expression_attribute_values(":t", n(NOW - 3))
         .scan_index_forward(false)
         .send()
         .await
         .unwrap();
-    let order: Vec<&str> = out
-        .items()
-        .iter()
-        .map(|i| i["pk"].as_s().unwrap().as_str())
-        .collect();
-    assert_eq!(order, ["future", "due-9", "due-8"]);
+    assert_eq!(strings(out.items(), "pk"), ["future", "due-9", "due-8"]);
 }
 
 #[tokio::test]
 async fn scans_page_through_every_item_once_in_segments_and_execute_statement_deletes() {
-    let sim = Simulator::start(quick()).unwrap();
-    let client = client(&sim);
-    create_table(&client).await;
+    let (sim, client) = with_table(quick()).await;
     sim.plant(
         TABLE,
         (0..57).map(|i| sim_item(&format!("k{i:02}"), NOW - 1, i % 3)),
@@ -243,35 +215,21 @@ async fn scans_page_through_every_item_once_in_segments_and_execute_statement_de
     }
     assert_eq!(seen.len(), 57);
 
-    let out = client
-        .execute_statement()
-        .statement(DELETE)
-        .parameters(s("k00"))
-        .parameters(n(OLDEST))
-        .parameters(n(NOW))
-        .send()
-        .await
-        .unwrap();
+    // The adapter's PartiQL delete of `pk` if due at `now`, alone (ExecuteStatement).
+    let delete_if_due = |pk: &str, now: i64| {
+        client
+            .execute_statement()
+            .statement(DELETE)
+            .parameters(s(pk))
+            .parameters(n(OLDEST))
+            .parameters(n(now))
+            .send()
+    };
+    let out = delete_if_due("k00", NOW).await.unwrap();
     assert_eq!(out.items()[0]["pk"], s("k00"));
-    let out = client
-        .execute_statement()
-        .statement(DELETE)
-        .parameters(s("k00"))
-        .parameters(n(OLDEST))
-        .parameters(n(NOW))
-        .send()
-        .await
-        .unwrap();
+    let out = delete_if_due("k00", NOW).await.unwrap();
     assert!(out.items().is_empty(), "already gone: nothing, no error");
-    let err = client
-        .execute_statement()
-        .statement(DELETE)
-        .parameters(s("k01"))
-        .parameters(n(OLDEST))
-        .parameters(n(NOW - 10))
-        .send()
-        .await
-        .unwrap_err();
+    let err = delete_if_due("k01", NOW - 10).await.unwrap_err();
     assert!(
         err.as_service_error()
             .unwrap()

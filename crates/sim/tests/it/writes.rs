@@ -245,12 +245,7 @@ async fn updates_conditions_and_leases_work_as_the_daemon_uses_them() {
         .send()
         .await
         .unwrap();
-    let leases: Vec<&str> = all
-        .items()
-        .iter()
-        .map(|i| i["lease"].as_s().unwrap().as_str())
-        .collect();
-    assert_eq!(leases, ["a", "b", "c"]);
+    assert_eq!(strings(all.items(), "lease"), ["a", "b", "c"]);
     // An unused placeholder is refused, as DynamoDB refuses it.
     let err = client
         .get_item()
