@@ -256,3 +256,57 @@ async fn a_fleet_splits_the_indexers_leases_and_indexes_each_change_once() {
     assert_eq!(app.count().await, 10);
     assert_eq!(queue.count().await, 10);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn items_due_before_their_entry_exists_go_once_it_is_read() {
+    let app = TestTable::bare().await;
+    let (queue, leases, checkpoints) = (TestTable::named(), TestTable::named(), TestTable::named());
+    let lease_flag = ["--lease-table", leases.name.as_str()];
+    queue_cmd("setup", &app, &queue, &lease_flag)
+        .arg("--no-native-ttl")
+        .assert()
+        .success();
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("PRECISE_TTL_ENDPOINT_URL", crate::support::endpoint())
+        .args([
+            "run",
+            "--table",
+            &app.name,
+            "--index-layout",
+            "stream-queue",
+        ])
+        .args(["--queue-table", &queue.name])
+        .args(["--indexer-checkpoint-table", &checkpoints.name])
+        .args(lease_flag)
+        .args(["--for", "25s", "--poll-interval", "200ms"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Written while the daemon runs, each already due (long ago, a minute ago, just now) or due
+    // sooner than the indexer can write its entry.
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    for (i, offset) in [-86_400_000, -60_000, -5_000, -1_000, 0, 100, 300]
+        .iter()
+        .enumerate()
+    {
+        for j in 0..10 {
+            app.put(item(&format!("late-{i}-{j}"), &[("ttl", at(*offset))]))
+                .await;
+        }
+    }
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(app.count().await, 0, "{stdout}");
+    assert_eq!(queue.count().await, 0, "{stdout}");
+}
