@@ -89,9 +89,11 @@ pub struct BenchArgs {
     #[arg(long, default_value = settings::DELETE_MODE.default.unwrap_or("auto"), value_parser = delete_mode())]
     pub delete_mode: DeleteMode,
 
-    /// The expiry index the bench table gets and the daemon sweeps: ours (sharded), or the 2022
+    /// The expiry index the bench table gets and the daemon sweeps: ours (sharded), the 2022
     /// blog's (blog-window: one-minute `expirationWindow` labels, ALL projection, named by
-    /// --index-name)
+    /// --index-name), or the expiry queue (stream-queue: items carry only their TTL; the daemon's
+    /// indexer tails the table's stream into a queue table; the report adds the delay from an
+    /// item's write to its queue entry and the entries missing at the end)
     #[arg(long, default_value = "sharded")]
     pub index_layout: IndexLayout,
 
@@ -187,6 +189,9 @@ pub enum IndexLayout {
     Sharded,
     /// The 2022 blog's: an index on (expirationWindow String, TTL)
     BlogWindow,
+    /// Issue 29's expiry queue: no index; the daemon's indexer tails the table's stream (new and
+    /// old images) into a queue table of its own
+    StreamQueue,
 }
 
 /// `bench --simulated`: a simulated DynamoDB at real-table scale instead of DynamoDB Local.
@@ -244,6 +249,7 @@ impl BenchArgs {
     /// `precise-ttl` that runs the daemon. The caller adds what only it knows: the command line
     /// and the revision it was built from.
     pub fn config(&self, layout: TtlLayout, program: PathBuf) -> Result<BenchConfig, UsageError> {
+        self.stream_queue_conflicts()?;
         let hot_shard_share = self.hot_shard_share(layout.shards.get())?;
         let daemon = DaemonCommand {
             program,
@@ -262,6 +268,7 @@ impl BenchArgs {
         config.index = match self.index_layout {
             IndexLayout::Sharded => BenchIndex::Sharded,
             IndexLayout::BlogWindow => BenchIndex::blog_minutes(),
+            IndexLayout::StreamQueue => BenchIndex::StreamQueue,
         };
         config.ttl_granularity = self.ttl_granularity;
         if let Some(seed) = self.seed {
@@ -306,13 +313,54 @@ impl BenchArgs {
                 "--hot-shard-share needs at least 2 shards (one hot, the others for the rest); got --shards {shards}"
             )));
         }
-        if self.index_layout != IndexLayout::Sharded {
-            return Err(UsageError(
+        match self.index_layout {
+            IndexLayout::Sharded => Ok(Some(share)),
+            IndexLayout::BlogWindow => Err(UsageError(
                 "--hot-shard-share needs --index-layout sharded: the blog's index has no shards"
                     .into(),
-            ));
+            )),
+            IndexLayout::StreamQueue => Err(UsageError(
+                "--hot-shard-share needs --index-layout sharded: with stream-queue writers set no shard (the queue's shard is a digest of the item's key)"
+                    .into(),
+            )),
         }
-        Ok(Some(share))
+    }
+
+    /// What `--index-layout stream-queue` cannot be measured with, in one line: the bench runs
+    /// the queue's indexer inside the one `run` process it starts on DynamoDB Local.
+    fn stream_queue_conflicts(&self) -> Result<(), UsageError> {
+        if self.index_layout != IndexLayout::StreamQueue {
+            return Ok(());
+        }
+        let conflict = if self.workers.is_some() {
+            Some((
+                "--workers",
+                "the bench runs the queue's indexer in one `run` process (--kill-every restarts it in place)",
+            ))
+        } else if self.lambda.is_some() {
+            Some((
+                "--lambda",
+                "the Lambda function sweeps an index of the table and runs no indexer",
+            ))
+        } else if self.sim.simulated {
+            Some((
+                "--simulated",
+                "the simulated DynamoDB has no streams to feed the queue",
+            ))
+        } else if self.no_sweeper {
+            Some((
+                "--no-sweeper",
+                "without the daemon no indexer writes the queue",
+            ))
+        } else {
+            None
+        };
+        match conflict {
+            Some((flag, why)) => Err(UsageError(format!(
+                "{flag} does not go with --index-layout stream-queue: {why}"
+            ))),
+            None => Ok(()),
+        }
     }
 }
 
@@ -490,7 +538,40 @@ mod tests {
         let blog = parse(&["--hot-shard-share", "0.5", "--index-layout", "blog-window"]).unwrap();
         let err = blog.config(layout(4), "p".into()).unwrap_err();
         assert!(err.to_string().contains("sharded"), "{err}");
+        let queue = parse(&["--hot-shard-share", "0.5", "--index-layout", "stream-queue"]).unwrap();
+        let err = queue.config(layout(4), "p".into()).unwrap_err();
+        assert!(err.to_string().contains("sharded"), "{err}");
         let sim = parse(&["--simulated", "--sim-latency-p99", "1ms"]).unwrap();
         assert!(sim.sim.config().is_err());
+    }
+
+    #[test]
+    fn stream_queue_refuses_what_it_cannot_be_measured_with_in_one_line() {
+        let queue = parse(&["--index-layout", "stream-queue", "--kill-every", "2s..4s"]).unwrap();
+        let config = queue.config(layout(4), "p".into()).unwrap();
+        assert_eq!(config.index, BenchIndex::StreamQueue);
+        assert!(config.crash_loop.is_some());
+        let refused: [(&[&str], &str); 4] = [
+            (&["--workers", "2"], "--workers"),
+            (&["--lambda", "/bin/true"], "--lambda"),
+            (&["--simulated"], "--simulated"),
+            (&["--no-sweeper"], "--no-sweeper"),
+        ];
+        for (flags, named) in refused {
+            let mut args = vec!["--index-layout", "stream-queue"];
+            args.extend_from_slice(flags);
+            let err = parse(&args)
+                .unwrap()
+                .config(layout(4), "p".into())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with(named) && err.contains("stream-queue") && !err.contains('\n'),
+                "{err}"
+            );
+            // The same flags with the shard index are fine.
+            let sharded = parse(flags).unwrap().config(layout(4), "p".into());
+            assert!(sharded.is_ok(), "{flags:?}");
+        }
     }
 }
