@@ -12,8 +12,8 @@ use crate::config::{
 use crate::crash_loop::KillEvery;
 use crate::fleet::{FleetEvent, FleetPlan};
 use crate::lambda_run::LambdaPlan;
+use clap::Args;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
-use clap::{Args, ValueEnum};
 use precise_ttl_core::TtlLayout;
 use precise_ttl_dynamodb::DeleteMode;
 use precise_ttl_engine::settings::{self, duration, lease_duration, poll_interval};
@@ -88,14 +88,6 @@ pub struct BenchArgs {
     /// The daemon's delete mode (as `run --delete-mode` takes it)
     #[arg(long, default_value = settings::DELETE_MODE.default.unwrap_or("auto"), value_parser = delete_mode())]
     pub delete_mode: DeleteMode,
-
-    /// The expiry index the bench table gets and the daemon sweeps: ours (sharded), the 2022
-    /// blog's (blog-window: one-minute `expirationWindow` labels, ALL projection, named by
-    /// --index-name), or the expiry queue (stream-queue: items carry only their TTL; the daemon's
-    /// indexer tails the table's stream into a queue table; the report adds the delay from an
-    /// item's write to its queue entry and the entries missing at the end)
-    #[arg(long, default_value = "sharded")]
-    pub index_layout: IndexLayout,
 
     /// TTLs are multiples of this: 1s plants whole epoch seconds, as most writers do (every item
     /// of a second due at once); 1ms spreads them out
@@ -182,8 +174,11 @@ pub struct BenchArgs {
     pub sim: SimArgs,
 }
 
-/// The bench table's expiry index.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// The bench table's expiry index: `precise-ttl`'s global `--index-layout`, which the binary
+/// hands to [`BenchArgs::config`] (a flag of the bench's own by that name would clash with it).
+/// With stream-queue the report adds the delay from an item's write to its queue entry and the
+/// entries missing at the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IndexLayout {
     /// Ours: a sparse index on (shard Number, TTL)
     Sharded,
@@ -245,12 +240,17 @@ pub struct SimArgs {
 }
 
 impl BenchArgs {
-    /// The scenario these flags ask for, on `layout` (the global flags'), with `program` as the
-    /// `precise-ttl` that runs the daemon. The caller adds what only it knows: the command line
-    /// and the revision it was built from.
-    pub fn config(&self, layout: TtlLayout, program: PathBuf) -> Result<BenchConfig, UsageError> {
-        self.stream_queue_conflicts()?;
-        let hot_shard_share = self.hot_shard_share(layout.shards.get())?;
+    /// The scenario these flags ask for, on `layout` and `index_layout` (the global flags'), with
+    /// `program` as the `precise-ttl` that runs the daemon. The caller adds what only it knows:
+    /// the command line and the revision it was built from.
+    pub fn config(
+        &self,
+        layout: TtlLayout,
+        index_layout: IndexLayout,
+        program: PathBuf,
+    ) -> Result<BenchConfig, UsageError> {
+        self.stream_queue_conflicts(index_layout)?;
+        let hot_shard_share = self.hot_shard_share(layout.shards.get(), index_layout)?;
         let daemon = DaemonCommand {
             program,
             extra_args: self.daemon_args.clone(),
@@ -265,7 +265,7 @@ impl BenchArgs {
         config.timeout = self.backlog_timeout;
         config.stop_after = self.stop_after;
         config.raw_items = self.raw_items;
-        config.index = match self.index_layout {
+        config.index = match index_layout {
             IndexLayout::Sharded => BenchIndex::Sharded,
             IndexLayout::BlogWindow => BenchIndex::blog_minutes(),
             IndexLayout::StreamQueue => BenchIndex::StreamQueue,
@@ -304,7 +304,11 @@ impl BenchArgs {
 
     /// `--hot-shard-share` with a shard besides the hot one to send the rest to, in the layout
     /// whose index partitions are shards.
-    fn hot_shard_share(&self, shards: u16) -> Result<Option<f64>, UsageError> {
+    fn hot_shard_share(
+        &self,
+        shards: u16,
+        index_layout: IndexLayout,
+    ) -> Result<Option<f64>, UsageError> {
         let Some(share) = self.hot_shard_share else {
             return Ok(None);
         };
@@ -313,7 +317,7 @@ impl BenchArgs {
                 "--hot-shard-share needs at least 2 shards (one hot, the others for the rest); got --shards {shards}"
             )));
         }
-        match self.index_layout {
+        match index_layout {
             IndexLayout::Sharded => Ok(Some(share)),
             IndexLayout::BlogWindow => Err(UsageError(
                 "--hot-shard-share needs --index-layout sharded: the blog's index has no shards"
@@ -326,18 +330,14 @@ impl BenchArgs {
         }
     }
 
-    /// What `--index-layout stream-queue` cannot be measured with, in one line: the bench runs
-    /// the queue's indexer inside the one `run` process it starts on DynamoDB Local.
-    fn stream_queue_conflicts(&self) -> Result<(), UsageError> {
-        if self.index_layout != IndexLayout::StreamQueue {
+    /// What `--index-layout stream-queue` cannot be measured with, in one line: the queue's
+    /// indexer runs inside the `run` processes the bench starts on DynamoDB Local.
+    fn stream_queue_conflicts(&self, index_layout: IndexLayout) -> Result<(), UsageError> {
+        if index_layout != IndexLayout::StreamQueue {
             return Ok(());
         }
-        let conflict = if self.workers.is_some() {
-            Some((
-                "--workers",
-                "the bench runs the queue's indexer in one `run` process (--kill-every restarts it in place)",
-            ))
-        } else if self.lambda.is_some() {
+        // A fleet (--workers) is fine: each worker indexes the stream shards its leases grant.
+        let conflict = if self.lambda.is_some() {
             Some((
                 "--lambda",
                 "the Lambda function sweeps an index of the table and runs no indexer",
@@ -507,7 +507,9 @@ mod tests {
             "1s",
         ])
         .unwrap();
-        let config = args.config(layout(8), "precise-ttl".into()).unwrap();
+        let config = args
+            .config(layout(8), IndexLayout::Sharded, "precise-ttl".into())
+            .unwrap();
         assert_eq!(config.delete_mode, DeleteMode::Single);
         assert_eq!(config.hot_shard_share, Some(0.25));
         assert_eq!(config.fleet.unwrap().workers, 3);
@@ -533,36 +535,36 @@ mod tests {
             assert_eq!(err.exit_code(), 2, "{bad:?}: {err}");
         }
         let one_shard = parse(&["--hot-shard-share", "0.5"]).unwrap();
-        let err = one_shard.config(layout(1), "p".into()).unwrap_err();
+        let err = one_shard
+            .config(layout(1), IndexLayout::Sharded, "p".into())
+            .unwrap_err();
         assert!(err.to_string().contains("at least 2 shards"), "{err}");
-        let blog = parse(&["--hot-shard-share", "0.5", "--index-layout", "blog-window"]).unwrap();
-        let err = blog.config(layout(4), "p".into()).unwrap_err();
-        assert!(err.to_string().contains("sharded"), "{err}");
-        let queue = parse(&["--hot-shard-share", "0.5", "--index-layout", "stream-queue"]).unwrap();
-        let err = queue.config(layout(4), "p".into()).unwrap_err();
-        assert!(err.to_string().contains("sharded"), "{err}");
+        let hot = parse(&["--hot-shard-share", "0.5"]).unwrap();
+        for other in [IndexLayout::BlogWindow, IndexLayout::StreamQueue] {
+            let err = hot.config(layout(4), other, "p".into()).unwrap_err();
+            assert!(err.to_string().contains("sharded"), "{err}");
+        }
         let sim = parse(&["--simulated", "--sim-latency-p99", "1ms"]).unwrap();
         assert!(sim.sim.config().is_err());
     }
 
     #[test]
     fn stream_queue_refuses_what_it_cannot_be_measured_with_in_one_line() {
-        let queue = parse(&["--index-layout", "stream-queue", "--kill-every", "2s..4s"]).unwrap();
-        let config = queue.config(layout(4), "p".into()).unwrap();
+        let queue = parse(&["--kill-every", "2s..4s"]).unwrap();
+        let config = queue
+            .config(layout(4), IndexLayout::StreamQueue, "p".into())
+            .unwrap();
         assert_eq!(config.index, BenchIndex::StreamQueue);
         assert!(config.crash_loop.is_some());
-        let refused: [(&[&str], &str); 4] = [
-            (&["--workers", "2"], "--workers"),
+        let refused: [(&[&str], &str); 3] = [
             (&["--lambda", "/bin/true"], "--lambda"),
             (&["--simulated"], "--simulated"),
             (&["--no-sweeper"], "--no-sweeper"),
         ];
         for (flags, named) in refused {
-            let mut args = vec!["--index-layout", "stream-queue"];
-            args.extend_from_slice(flags);
-            let err = parse(&args)
+            let err = parse(flags)
                 .unwrap()
-                .config(layout(4), "p".into())
+                .config(layout(4), IndexLayout::StreamQueue, "p".into())
                 .unwrap_err()
                 .to_string();
             assert!(
@@ -570,7 +572,9 @@ mod tests {
                 "{err}"
             );
             // The same flags with the shard index are fine.
-            let sharded = parse(flags).unwrap().config(layout(4), "p".into());
+            let sharded = parse(flags)
+                .unwrap()
+                .config(layout(4), IndexLayout::Sharded, "p".into());
             assert!(sharded.is_ok(), "{flags:?}");
         }
     }

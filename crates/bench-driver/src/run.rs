@@ -198,7 +198,8 @@ async fn run_on(
         progress.event(Event::Loaded { items: n });
         loaded_tx.send_modify(|sent| *sent += n);
     });
-    match fleet.as_mut() {
+    // The units the load consumed are not the sweeper's: not counted.
+    let _units = match fleet.as_mut() {
         // The daemon already runs (stream-queue): watched, and killed on schedule in a crash
         // loop, while the load goes on.
         Some(f) => tokio::select! {
@@ -206,7 +207,7 @@ async fn run_on(
             failed = tend(f) => return Err(failed),
         },
         None => load.await?,
-    }
+    };
     drop(loaded_tx);
     let load_seconds = load_started.elapsed().as_secs_f64();
     progress.event(Event::LoadFinished {
