@@ -18,7 +18,7 @@ use crate::report::{BenchRun, Measured, summarize};
 use crate::usage::UsageSampler;
 use precise_ttl_bench::Inputs;
 use precise_ttl_dynamodb::bulk::put_all;
-use precise_ttl_dynamodb::queue::QueueTable;
+use precise_ttl_dynamodb::queue::setup::{QueueSetupOptions, setup_queue};
 use precise_ttl_dynamodb::stream::{enable_keys_stream, enable_old_image_stream};
 use precise_ttl_dynamodb::{Dynamo, SetupOptions, setup};
 use precise_ttl_engine::{Clock, SystemClock};
@@ -130,10 +130,14 @@ async fn run_on(
             )
             .await?;
         }
+        // The product's own setup of the layout: the stream checked, the queue and lease tables.
         BenchIndex::StreamQueue => {
-            QueueTable::new(dynamo.clone(), &queue_table(table))
-                .create()
-                .await?;
+            let queue = QueueSetupOptions {
+                queue_table: queue_table(table),
+                native_ttl: false,
+                lease_table: options.lease_table.clone(),
+            };
+            setup_queue(dynamo, table, layout, &queue).await?;
         }
     }
     // On the bench table itself, so the store is warm before the measured window.
