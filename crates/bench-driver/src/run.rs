@@ -168,10 +168,15 @@ async fn run_on(
         None => None,
     };
 
-    // Expirations start once loading is surely over; the queue's load also writes an entry per
-    // item (the indexer) and is read back (the samples), so it is planned at half the pace.
+    // Expirations start once loading is surely over. The queue's load runs beside the daemon:
+    // the indexer writes an entry per item and the samples are read back (half the pace), and a
+    // backlog is deleted as it is indexed, which slows the store several-fold.
     let total = config.items + config.backlog;
-    let pace = if probe.is_some() { 1250.0 } else { 2500.0 };
+    let pace = match (&probe, config.backlog) {
+        (None, _) => 2500.0,
+        (Some(_), 0) => 1250.0,
+        (Some(_), _) => 250.0,
+    };
     let load_estimate = Duration::from_secs_f64(total as f64 / pace + 2.0);
     let first = clock
         .now()
