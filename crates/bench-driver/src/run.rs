@@ -163,19 +163,25 @@ async fn run_on(
         let ready = Duration::from_millis(clock.now().millis_since(started).max(0) as u64);
         early_start = Some((started, ready, sampler));
     }
+    // Reading the stream costs DynamoDB Local dearly while the load fills it, so the observer
+    // starts that early only when something is deleted during the load: a backlog.
     let early_observer = match probe {
-        Some(_) => Some(start_observer(dynamo, table, &items, progress).await?),
-        None => None,
+        Some(_) if config.backlog > 0 => {
+            Some(start_observer(dynamo, table, &items, progress).await?)
+        }
+        _ => None,
     };
 
     // Expirations start once loading is surely over. The queue's load runs beside the daemon:
-    // the indexer writes an entry per item and the samples are read back (half the pace), and a
-    // backlog is deleted as it is indexed, which slows the store several-fold.
+    // the indexer reads every write back from the stream (which DynamoDB Local serves slowly,
+    // the more so the longer the stream) and writes its entry, the samples are read back, and a
+    // backlog is deleted as it is indexed. A load that ends late has items written after their
+    // TTL, whose entries land behind the sweep, and extensions sent late: planned slowly.
     let total = config.items + config.backlog;
     let pace = match (&probe, config.backlog) {
         (None, _) => 2500.0,
-        (Some(_), 0) => 1250.0,
-        (Some(_), _) => 250.0,
+        (Some(_), 0) => 250.0,
+        (Some(_), _) => 150.0,
     };
     let load_estimate = Duration::from_secs_f64(total as f64 / pace + 2.0);
     let first = clock
