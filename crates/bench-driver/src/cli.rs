@@ -340,7 +340,7 @@ impl BenchArgs {
         let conflict = if self.lambda.is_some() {
             Some((
                 "--lambda",
-                "the Lambda function sweeps an index of the table and runs no indexer",
+                "the bench's local Lambda runs scheduled sweeps only, and nothing would feed the queue (DynamoDB Streams batches are not delivered to it)",
             ))
         } else if self.sim.simulated {
             Some((
