@@ -12,8 +12,8 @@ use crate::config::{
 use crate::crash_loop::KillEvery;
 use crate::fleet::{FleetEvent, FleetPlan};
 use crate::lambda_run::LambdaPlan;
+use clap::Args;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
-use clap::{Args, ValueEnum};
 use precise_ttl_core::TtlLayout;
 use precise_ttl_dynamodb::DeleteMode;
 use precise_ttl_engine::settings::{self, duration, lease_duration, poll_interval};
@@ -88,12 +88,6 @@ pub struct BenchArgs {
     /// The daemon's delete mode (as `run --delete-mode` takes it)
     #[arg(long, default_value = settings::DELETE_MODE.default.unwrap_or("auto"), value_parser = delete_mode())]
     pub delete_mode: DeleteMode,
-
-    /// The expiry index the bench table gets and the daemon sweeps: ours (sharded), or the 2022
-    /// blog's (blog-window: one-minute `expirationWindow` labels, ALL projection, named by
-    /// --index-name)
-    #[arg(long, default_value = "sharded")]
-    pub index_layout: IndexLayout,
 
     /// TTLs are multiples of this: 1s plants whole epoch seconds, as most writers do (every item
     /// of a second due at once); 1ms spreads them out
@@ -180,13 +174,19 @@ pub struct BenchArgs {
     pub sim: SimArgs,
 }
 
-/// The bench table's expiry index.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// The bench table's expiry index: `precise-ttl`'s global `--index-layout`, which the binary
+/// hands to [`BenchArgs::config`] (a flag of the bench's own by that name would clash with it).
+/// With stream-queue the report adds the delay from an item's write to its queue entry and the
+/// entries missing at the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IndexLayout {
     /// Ours: a sparse index on (shard Number, TTL)
     Sharded,
     /// The 2022 blog's: an index on (expirationWindow String, TTL)
     BlogWindow,
+    /// Issue 29's expiry queue: no index; the daemon's indexer tails the table's stream (new and
+    /// old images) into a queue table of its own
+    StreamQueue,
 }
 
 /// `bench --simulated`: a simulated DynamoDB at real-table scale instead of DynamoDB Local.
@@ -240,11 +240,17 @@ pub struct SimArgs {
 }
 
 impl BenchArgs {
-    /// The scenario these flags ask for, on `layout` (the global flags'), with `program` as the
-    /// `precise-ttl` that runs the daemon. The caller adds what only it knows: the command line
-    /// and the revision it was built from.
-    pub fn config(&self, layout: TtlLayout, program: PathBuf) -> Result<BenchConfig, UsageError> {
-        let hot_shard_share = self.hot_shard_share(layout.shards.get())?;
+    /// The scenario these flags ask for, on `layout` and `index_layout` (the global flags'), with
+    /// `program` as the `precise-ttl` that runs the daemon. The caller adds what only it knows:
+    /// the command line and the revision it was built from.
+    pub fn config(
+        &self,
+        layout: TtlLayout,
+        index_layout: IndexLayout,
+        program: PathBuf,
+    ) -> Result<BenchConfig, UsageError> {
+        self.stream_queue_conflicts(index_layout)?;
+        let hot_shard_share = self.hot_shard_share(layout.shards.get(), index_layout)?;
         let daemon = DaemonCommand {
             program,
             extra_args: self.daemon_args.clone(),
@@ -259,9 +265,10 @@ impl BenchArgs {
         config.timeout = self.backlog_timeout;
         config.stop_after = self.stop_after;
         config.raw_items = self.raw_items;
-        config.index = match self.index_layout {
+        config.index = match index_layout {
             IndexLayout::Sharded => BenchIndex::Sharded,
             IndexLayout::BlogWindow => BenchIndex::blog_minutes(),
+            IndexLayout::StreamQueue => BenchIndex::StreamQueue,
         };
         config.ttl_granularity = self.ttl_granularity;
         if let Some(seed) = self.seed {
@@ -297,7 +304,11 @@ impl BenchArgs {
 
     /// `--hot-shard-share` with a shard besides the hot one to send the rest to, in the layout
     /// whose index partitions are shards.
-    fn hot_shard_share(&self, shards: u16) -> Result<Option<f64>, UsageError> {
+    fn hot_shard_share(
+        &self,
+        shards: u16,
+        index_layout: IndexLayout,
+    ) -> Result<Option<f64>, UsageError> {
         let Some(share) = self.hot_shard_share else {
             return Ok(None);
         };
@@ -306,13 +317,50 @@ impl BenchArgs {
                 "--hot-shard-share needs at least 2 shards (one hot, the others for the rest); got --shards {shards}"
             )));
         }
-        if self.index_layout != IndexLayout::Sharded {
-            return Err(UsageError(
+        match index_layout {
+            IndexLayout::Sharded => Ok(Some(share)),
+            IndexLayout::BlogWindow => Err(UsageError(
                 "--hot-shard-share needs --index-layout sharded: the blog's index has no shards"
                     .into(),
-            ));
+            )),
+            IndexLayout::StreamQueue => Err(UsageError(
+                "--hot-shard-share needs --index-layout sharded: with stream-queue writers set no shard (the queue's shard is a digest of the item's key)"
+                    .into(),
+            )),
         }
-        Ok(Some(share))
+    }
+
+    /// What `--index-layout stream-queue` cannot be measured with, in one line: the queue's
+    /// indexer runs inside the `run` processes the bench starts on DynamoDB Local.
+    fn stream_queue_conflicts(&self, index_layout: IndexLayout) -> Result<(), UsageError> {
+        if index_layout != IndexLayout::StreamQueue {
+            return Ok(());
+        }
+        // A fleet (--workers) is fine: each worker indexes the stream shards its leases grant.
+        let conflict = if self.lambda.is_some() {
+            Some((
+                "--lambda",
+                "the bench's local Lambda runs scheduled sweeps only, and nothing would feed the queue (DynamoDB Streams batches are not delivered to it)",
+            ))
+        } else if self.sim.simulated {
+            Some((
+                "--simulated",
+                "the simulated DynamoDB has no streams to feed the queue",
+            ))
+        } else if self.no_sweeper {
+            Some((
+                "--no-sweeper",
+                "without the daemon no indexer writes the queue",
+            ))
+        } else {
+            None
+        };
+        match conflict {
+            Some((flag, why)) => Err(UsageError(format!(
+                "{flag} does not go with --index-layout stream-queue: {why}"
+            ))),
+            None => Ok(()),
+        }
     }
 }
 
@@ -459,7 +507,9 @@ mod tests {
             "1s",
         ])
         .unwrap();
-        let config = args.config(layout(8), "precise-ttl".into()).unwrap();
+        let config = args
+            .config(layout(8), IndexLayout::Sharded, "precise-ttl".into())
+            .unwrap();
         assert_eq!(config.delete_mode, DeleteMode::Single);
         assert_eq!(config.hot_shard_share, Some(0.25));
         assert_eq!(config.fleet.unwrap().workers, 3);
@@ -485,12 +535,47 @@ mod tests {
             assert_eq!(err.exit_code(), 2, "{bad:?}: {err}");
         }
         let one_shard = parse(&["--hot-shard-share", "0.5"]).unwrap();
-        let err = one_shard.config(layout(1), "p".into()).unwrap_err();
+        let err = one_shard
+            .config(layout(1), IndexLayout::Sharded, "p".into())
+            .unwrap_err();
         assert!(err.to_string().contains("at least 2 shards"), "{err}");
-        let blog = parse(&["--hot-shard-share", "0.5", "--index-layout", "blog-window"]).unwrap();
-        let err = blog.config(layout(4), "p".into()).unwrap_err();
-        assert!(err.to_string().contains("sharded"), "{err}");
+        let hot = parse(&["--hot-shard-share", "0.5"]).unwrap();
+        for other in [IndexLayout::BlogWindow, IndexLayout::StreamQueue] {
+            let err = hot.config(layout(4), other, "p".into()).unwrap_err();
+            assert!(err.to_string().contains("sharded"), "{err}");
+        }
         let sim = parse(&["--simulated", "--sim-latency-p99", "1ms"]).unwrap();
         assert!(sim.sim.config().is_err());
+    }
+
+    #[test]
+    fn stream_queue_refuses_what_it_cannot_be_measured_with_in_one_line() {
+        let queue = parse(&["--kill-every", "2s..4s"]).unwrap();
+        let config = queue
+            .config(layout(4), IndexLayout::StreamQueue, "p".into())
+            .unwrap();
+        assert_eq!(config.index, BenchIndex::StreamQueue);
+        assert!(config.crash_loop.is_some());
+        let refused: [(&[&str], &str); 3] = [
+            (&["--lambda", "/bin/true"], "--lambda"),
+            (&["--simulated"], "--simulated"),
+            (&["--no-sweeper"], "--no-sweeper"),
+        ];
+        for (flags, named) in refused {
+            let err = parse(flags)
+                .unwrap()
+                .config(layout(4), IndexLayout::StreamQueue, "p".into())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with(named) && err.contains("stream-queue") && !err.contains('\n'),
+                "{err}"
+            );
+            // The same flags with the shard index are fine.
+            let sharded = parse(flags)
+                .unwrap()
+                .config(layout(4), IndexLayout::Sharded, "p".into());
+            assert!(sharded.is_ok(), "{flags:?}");
+        }
     }
 }

@@ -92,6 +92,10 @@ pub enum BenchIndex {
     /// The 2022 blog's: an index on (window label, TTL) with ALL attributes projected, as the
     /// blog's template creates it; its name is the layout's index name.
     BlogWindow { attribute: String, spec: WindowSpec },
+    /// Issue 29's expiry queue: writers set only the TTL; the daemon's indexer tails the table's
+    /// stream (new and old images) into a queue table of its own ([`queue_table`]), which the
+    /// daemon reads instead of an index.
+    StreamQueue,
 }
 
 impl BenchIndex {
@@ -108,8 +112,19 @@ impl BenchIndex {
         match self {
             BenchIndex::Sharded => "sharded",
             BenchIndex::BlogWindow { .. } => "blog-window",
+            BenchIndex::StreamQueue => "stream-queue",
         }
     }
+}
+
+/// The queue table of the bench table `table` in the stream-queue layout.
+pub fn queue_table(table: &str) -> String {
+    format!("{table}-queue")
+}
+
+/// The indexer's checkpoint table of the bench table `table` in the stream-queue layout.
+pub fn indexer_checkpoint_table(table: &str) -> String {
+    format!("{table}-queue-checkpoints")
 }
 
 /// The `precise-ttl` executable and extra arguments for its `run` command.
@@ -187,6 +202,14 @@ impl BenchConfig {
             .args(["--window-since", "2h"])
             .args(["--checkpoint-table", &format!("{table}-checkpoints")]);
         }
+        if self.index == BenchIndex::StreamQueue {
+            cmd.args(["--index-layout", "stream-queue"])
+                .args(["--queue-table", &queue_table(table)])
+                .args([
+                    "--indexer-checkpoint-table",
+                    &indexer_checkpoint_table(table),
+                ]);
+        }
         // The command line is the whole configuration: settings of the caller's environment must not
         // leak into the measured daemon.
         for (k, _) in std::env::vars_os() {
@@ -245,5 +268,28 @@ mod tests {
         ] {
             assert!(joined.contains(expected), "{expected} in {joined}");
         }
+        assert!(!joined.contains("--index-layout"), "{joined}");
+    }
+
+    #[test]
+    fn the_stream_queue_daemon_gets_its_queue_and_checkpoint_tables() {
+        let daemon = DaemonCommand {
+            program: "precise-ttl".into(),
+            extra_args: Vec::new(),
+        };
+        let mut config = BenchConfig::new("x", TtlLayout::default(), daemon);
+        config.index = BenchIndex::StreamQueue;
+        let cmd = config.run_command("t", "http://h:1");
+        let joined = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            joined.contains(
+                "--index-layout stream-queue --queue-table t-queue --indexer-checkpoint-table t-queue-checkpoints"
+            ),
+            "{joined}"
+        );
     }
 }

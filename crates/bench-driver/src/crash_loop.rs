@@ -99,6 +99,11 @@ impl CrashLoop {
         (now_ms - self.started_ms).max(0) as u64
     }
 
+    /// No kill at or after `until_ms` (epoch ms).
+    pub(crate) fn end_at(&mut self, until_ms: i64) {
+        self.until_ms = until_ms;
+    }
+
     /// A new process was started at `at_ms`: its pause begins.
     pub(crate) fn restarted(&mut self, at_ms: i64) {
         self.started_ms = at_ms;

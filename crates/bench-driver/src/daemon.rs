@@ -78,6 +78,18 @@ impl DaemonProcess {
     }
 }
 
+/// A daemon the run no longer holds (it failed between starting it and stopping it) is killed:
+/// it would otherwise outlive the bench, sweeping a table about to be deleted. Once it was
+/// stopped and reaped, `kill` signals nothing.
+impl Drop for DaemonProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// Query and delete capacity units, from the daemon's /metrics (`None` if unavailable).
 pub async fn scrape_capacity(url: Option<&str>) -> Option<(f64, f64)> {
     capacity_from_metrics(&scrape(url).await?)

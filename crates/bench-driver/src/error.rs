@@ -17,6 +17,10 @@ pub enum BenchError {
     Call { what: &'static str, message: String },
     #[error("raw measurement deleted {deleted} of {count} items")]
     RawIncomplete { deleted: u64, count: u64 },
+    #[error(
+        "the daemon's indexer wrote no queue entry within {seconds} s of its start (is the stream read?)"
+    )]
+    IndexerNotReady { seconds: u64 },
     #[error("the stream did not show a probe delete within 5 s")]
     ProbeNotSeen,
     #[error("the stream observer gave up after repeated errors: {0}")]

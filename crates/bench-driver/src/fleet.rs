@@ -291,6 +291,15 @@ impl Fleet {
         self
     }
 
+    /// Moves the first planted TTL (event times count from it) and the crash loop's end: for a
+    /// fleet started before the load is planned, as the queue's indexer must run during it.
+    pub(crate) fn retime(&mut self, first_ttl_ms: i64, crash_until_ms: i64) {
+        self.first_ttl_ms = first_ttl_ms;
+        if let Some(c) = &mut self.crash {
+            c.end_at(crash_until_ms);
+        }
+    }
+
     /// The worker's name in the report: its worker id, or `run` in a crash loop, whose
     /// processes have the default identity.
     fn name(&self, n: usize) -> String {

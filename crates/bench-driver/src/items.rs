@@ -15,6 +15,9 @@ pub struct ItemWriter {
     /// For the 2022 blog's layout: the window attribute and how writers label windows. An item
     /// given a shard then carries its TTL's window label instead of the shard number.
     pub windows: Option<(String, WindowSpec)>,
+    /// Whether items given a shard carry it (or its window label). `false` for the expiry
+    /// queue's layout, whose writers set only the TTL: the shard drawn for an item is dropped.
+    pub writes_shards: bool,
 }
 
 impl ItemWriter {
@@ -24,7 +27,14 @@ impl ItemWriter {
             ttl_attribute: layout.ttl_attribute.clone(),
             shard_attribute: layout.shard_attribute.clone(),
             windows: None,
+            writes_shards: true,
         }
+    }
+
+    /// Items in the expiry queue's layout: the TTL alone, no shard and no window label.
+    pub fn without_shards(mut self) -> Self {
+        self.writes_shards = false;
+        self
     }
 
     /// Items in the blog's layout: `attribute` holds the window label of each item's TTL.
@@ -35,6 +45,7 @@ impl ItemWriter {
 
     pub fn item(&self, key: &str, ttl: Option<AttributeValue>, shard: Option<u16>) -> Item {
         let mut m = HashMap::from([(self.key_attribute.clone(), AttributeValue::S(key.into()))]);
+        let shard = shard.filter(|_| self.writes_shards);
         if let (Some(s), Some((attribute, spec))) = (shard, &self.windows) {
             // A writer labels the window its TTL falls in; a TTL it cannot read as epoch
             // seconds gets a label spread by the shard draw (never a window the sweeper reads).
@@ -110,5 +121,18 @@ mod tests {
             !w.item("b", Some(epoch_seconds(at)), None)
                 .contains_key("expirationWindow")
         );
+    }
+
+    #[test]
+    fn in_the_queue_layout_items_carry_only_their_ttl() {
+        let w = ItemWriter::new("pk", &TtlLayout::default()).without_shards();
+        let item = w.item(
+            "a",
+            Some(epoch_seconds(Timestamp::from_millis(5000))),
+            Some(3),
+        );
+        let mut names: Vec<_> = item.keys().cloned().collect();
+        names.sort();
+        assert_eq!(names, ["pk", "ttl"]);
     }
 }

@@ -19,6 +19,7 @@ pub mod cli;
 pub mod config;
 pub mod crash_loop;
 pub mod daemon;
+pub mod entry_probe;
 pub mod error;
 pub mod fleet;
 pub mod items;

@@ -157,6 +157,10 @@ pub fn main_load(
             _ => Some(shard_rng.u16(0..shards)),
         }
     };
+    // Writers that set no shard (the expiry queue's layout) still take the draw, so one seed
+    // plants the same TTLs in every layout; the item and the report then have no shard.
+    let writes_shards = items.writes_shards;
+    let mut shard = move |expiring: Option<u64>| shard(expiring).filter(|_| writes_shards);
     let spread_ms = spread.as_millis().max(1) as f64;
     let step = (granularity.as_millis() as i64).max(1);
     for i in 0..count {
@@ -194,7 +198,7 @@ pub fn main_load(
         .saturating_add(Duration::from_secs(3600));
     for i in 0..ADVERSARIAL_EACH {
         let s = shard(None);
-        let adversarial = [
+        let mut adversarial = vec![
             (
                 format!("millis-ttl-{i}"),
                 Some(AttributeValue::N(first.as_millis().to_string())),
@@ -220,13 +224,16 @@ pub fn main_load(
                 "TTL an hour after the last expiring item's",
             ),
             (format!("no-ttl-{i}"), None, s, "no TTL"),
-            (
+        ];
+        // Without shards (the queue's layout) such an item expires like any other.
+        if writes_shards {
+            adversarial.push((
                 format!("no-shard-{i}"),
                 Some(epoch_seconds(first)),
                 None,
                 "no shard attribute",
-            ),
-        ];
+            ));
+        }
         for (key, ttl, shard, why) in adversarial {
             plan.writes.push(items.item(&key, ttl, shard));
             plan.planted.push(survive(&key, why));
@@ -392,5 +399,38 @@ mod tests {
             .filter(|p| matches!(p.expect, Expectation::Expire { .. }) && p.shard == Some(0))
             .count();
         assert!((1500..2500).contains(&on_0), "{on_0}");
+    }
+
+    #[test]
+    fn without_shards_the_same_ttls_are_planted_with_no_shard_and_no_no_shard_items() {
+        let layout = TtlLayout::default();
+        let now = Timestamp::from_millis(1_800_000_000_000);
+        let first = now.saturating_add(Duration::from_secs(5));
+        let shape = LoadShape {
+            count: 300,
+            spread: Duration::from_secs(3),
+            backlog: 7,
+            shards: 4,
+            hot_share: None,
+            granularity: Duration::from_millis(1),
+        };
+        let plan = |items: &ItemWriter| {
+            main_load(items, shape, now, first, &mut fastrand::Rng::with_seed(9))
+        };
+        let sharded = plan(&ItemWriter::new("pk", &layout));
+        let queue = plan(&ItemWriter::new("pk", &layout).without_shards());
+        assert!(queue.writes.iter().all(|w| !w.contains_key("ttl_shard")));
+        assert!(queue.planted.iter().all(|p| p.shard.is_none()));
+        assert!(queue.extensions.iter().all(|e| e.shard.is_none()));
+        assert!(!queue.planted.iter().any(|p| p.key.starts_with("no-shard-")));
+        let expected = |p: &Plan| -> Vec<(String, Expectation)> {
+            p.planted
+                .iter()
+                .filter(|p| !p.key.starts_with("no-shard-"))
+                .map(|p| (p.key.clone(), p.expect.clone()))
+                .collect()
+        };
+        assert_eq!(expected(&sharded), expected(&queue));
+        assert_eq!(queue.writes.len(), sharded.writes.len() - ADVERSARIAL_EACH);
     }
 }

@@ -100,6 +100,9 @@ pub struct Summary {
     /// In Lambda mode: every invocation's record and report, and the lag at the boundaries.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lambda: Option<LambdaReport>,
+    /// In the stream-queue layout: the stream-to-entry delay and the entries missing at the end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue: Option<crate::entry_probe::QueueReport>,
     /// On the simulated store: what it counted (its CPU, calls, capacity used, throttles).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub simulator: Option<serde_json::Value>,
@@ -125,11 +128,17 @@ pub(crate) struct Measured {
 }
 
 impl BenchRun {
-    /// No wrong deletion (the application's items included) and nothing left behind; without a
-    /// sweeper everything is left behind by design, and only wrong deletions count.
+    /// No wrong deletion (the application's items included), nothing left behind and, in the
+    /// stream-queue layout, no queue entry missing; without a sweeper everything is left behind
+    /// by design, and only wrong deletions count.
     pub fn is_clean(&self) -> bool {
         let r = &self.summary.report;
-        r.wrong.is_empty() && (self.summary.no_sweeper || r.left_behind.total == 0)
+        let queue_whole = self
+            .summary
+            .queue
+            .as_ref()
+            .is_none_or(|q| q.entries_missing == 0);
+        r.wrong.is_empty() && (self.summary.no_sweeper || r.left_behind.total == 0) && queue_whole
     }
 
     /// Writes `<out>/<name>.{json,md,svg}`; returns `<out>/<name>`.
@@ -197,6 +206,7 @@ pub(crate) fn summarize(
         report,
         fleet,
         lambda,
+        queue: None,
         simulator: None,
     };
     let markdown = markdown(&summary, m);

@@ -1,7 +1,9 @@
-//! One benchmark run, start to verdict.
+//! One benchmark run, start to verdict. In the stream-queue layout the daemon (and its indexer)
+//! starts before the load and [`crate::entry_probe`] measures the queue from outside.
 
 use crate::app::AppWriter;
-use crate::config::{BenchConfig, BenchIndex};
+use crate::config::{BenchConfig, BenchIndex, indexer_checkpoint_table, queue_table};
+use crate::entry_probe::{self, EntryDelay, QueueProbe, QueueReport};
 use crate::error::BenchError;
 use crate::fleet::{Fleet, FleetPlan, fill_lags};
 use crate::items::ItemWriter;
@@ -11,17 +13,19 @@ use crate::load::{create_blog_index, create_table, extend_ttls, scan_keys};
 use crate::observe::{Observer, calibrate};
 use crate::plan;
 use crate::progress::{Event, Progress};
-use crate::raw;
+use crate::raw::{self, RawRates};
 use crate::report::{BenchRun, Measured, summarize};
 use crate::usage::UsageSampler;
 use precise_ttl_bench::Inputs;
 use precise_ttl_core::Timestamp;
 use precise_ttl_dynamodb::bulk::put_all;
-use precise_ttl_dynamodb::stream::enable_keys_stream;
+use precise_ttl_dynamodb::queue::setup::{QueueSetupOptions, setup_queue};
+use precise_ttl_dynamodb::stream::{enable_keys_stream, enable_old_image_stream};
 use precise_ttl_dynamodb::{Dynamo, SetupOptions, setup};
 use precise_ttl_engine::{Clock, SystemClock};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use tokio::sync::watch;
 
 /// Runs the scenario on a fresh table at `endpoint` (which `dynamo` talks to; the daemon child
 /// is pointed there too), and deletes the table afterwards.
@@ -33,7 +37,8 @@ pub async fn run(
 ) -> Result<BenchRun, BenchError> {
     let layout = &config.layout;
     let window_attribute = match &config.index {
-        BenchIndex::Sharded => &layout.shard_attribute,
+        // The queue's items carry no shard; the name is checked all the same.
+        BenchIndex::Sharded | BenchIndex::StreamQueue => &layout.shard_attribute,
         BenchIndex::BlogWindow { attribute, .. } => attribute,
     };
     for (what, name) in [("TTL", &layout.ttl_attribute), ("shard", window_attribute)] {
@@ -48,7 +53,11 @@ pub async fn run(
     create_table(dynamo, &table, &config.key_attribute, config.provisioned).await?;
     let result = run_on(dynamo, endpoint, &table, config, progress).await;
     // Best effort: DynamoDB Local forgets them anyway when it stops.
-    for name in [table.clone(), format!("{table}-checkpoints")] {
+    let mut tables = vec![table.clone(), format!("{table}-checkpoints")];
+    if config.index == BenchIndex::StreamQueue {
+        tables.extend([queue_table(&table), indexer_checkpoint_table(&table)]);
+    }
+    for name in tables {
         let _ = dynamo.query.delete_table().table_name(name).send().await;
     }
     result
@@ -67,9 +76,30 @@ async fn run_on(
         BenchIndex::BlogWindow { attribute, spec } => {
             ItemWriter::new(&config.key_attribute, layout).with_windows(attribute, *spec)
         }
+        // Writers set only the TTL: the indexer finds the items on the stream.
+        BenchIndex::StreamQueue => ItemWriter::new(&config.key_attribute, layout).without_shards(),
     };
+    let probe = (config.index == BenchIndex::StreamQueue).then(|| QueueProbe {
+        dynamo: dynamo.clone(),
+        table: table.to_string(),
+        queue_table: queue_table(table),
+        key_attribute: config.key_attribute.clone(),
+        ttl_attribute: layout.ttl_attribute.clone(),
+        shards: layout.shards,
+    });
     let clock = SystemClock;
-    enable_keys_stream(dynamo, table).await?;
+    // The queue's raw deletes are measured before its stream is on: the indexer reads the stream
+    // from its start and would index them (and the daemon sweep their entries) during the run.
+    let mut raw = match probe {
+        Some(_) => measure_raw(dynamo, table, config, &items, progress).await?,
+        None => None,
+    };
+    match probe {
+        Some(_) => {
+            enable_old_image_stream(dynamo, table).await?;
+        }
+        None => enable_keys_stream(dynamo, table).await?,
+    }
     let t = clock.now();
     let early = plan::string_ttls(&items, t);
     put_all(dynamo, table, early.writes, |_| {}).await?;
@@ -89,44 +119,100 @@ async fn run_on(
             )
             .await?;
         }
+        // The product's own setup of the layout: the stream checked, the queue and lease tables.
+        BenchIndex::StreamQueue => {
+            let queue = QueueSetupOptions {
+                queue_table: queue_table(table),
+                native_ttl: false,
+                lease_table: options.lease_table.clone(),
+            };
+            setup_queue(dynamo, table, layout, &queue).await?;
+        }
+    }
+    // On the bench table itself, so the store is warm before the measured window.
+    if probe.is_none() {
+        raw = measure_raw(dynamo, table, config, &items, progress).await?;
     }
 
-    // On the bench table itself, so the store is warm before the measured window.
-    let raw = if config.raw_items > 0 {
-        progress.event(Event::MeasuringRaw {
-            items_per_mode: config.raw_items,
-        });
-        let rates = raw::measure(
-            dynamo,
-            table,
-            layout,
-            &config.index,
-            &items,
-            config.raw_items,
-        )
-        .await?;
-        progress.event(Event::RawMeasured(rates));
-        Some(rates)
-    } else {
-        None
+    // The queue's indexer runs in the daemon and must tail the stream while the load is written
+    // (entries written as the items are: the steady state, not a catch-up of the whole stream),
+    // so its daemon starts before the load. The observer starts after the indexer's probe is
+    // deleted (not a planted item) and before the load (backlog items go as soon as indexed).
+    let mut fleet = None;
+    let mut early_start = None;
+    if let Some(probe) = &probe {
+        let started = clock.now();
+        // The first TTL is planned once the daemon is ready; till then it lies an hour ahead.
+        let provisional = started.as_millis() + 3_600_000;
+        let f = fleet.insert(start_fleet(config, table, endpoint, provisional)?);
+        let sampler = UsageSampler::start(f.first_pid().unwrap_or(0));
+        probe
+            .wait_until_indexing(|| f.check_running(), INDEXER_READY_WITHIN)
+            .await?;
+        let ready = Duration::from_millis(clock.now().millis_since(started).max(0) as u64);
+        early_start = Some((started, ready, sampler));
+    }
+    // Reading the stream costs DynamoDB Local dearly while the load fills it, so the observer
+    // starts that early only when something is deleted during the load: a backlog.
+    let early_observer = match probe {
+        Some(_) if config.backlog > 0 => {
+            Some(start_observer(dynamo, table, &items, progress).await?)
+        }
+        _ => None,
     };
 
-    // Expirations start once loading is surely over.
+    // Expirations start once loading is surely over. The queue's load runs beside the daemon:
+    // the indexer reads every write back from the stream (which DynamoDB Local serves slowly,
+    // the more so the longer the stream) and writes its entry, the samples are read back, and a
+    // backlog is deleted as it is indexed. A load that ends late has items written after their
+    // TTL, whose entries land behind the sweep, and extensions sent late: planned slowly.
     let total = config.items + config.backlog;
-    let load_estimate = Duration::from_secs_f64(total as f64 / 2500.0 + 2.0);
+    let pace = match (&probe, config.backlog) {
+        (None, _) => 2500.0,
+        (Some(_), 0) => 250.0,
+        (Some(_), _) => 150.0,
+    };
+    let load_estimate = Duration::from_secs_f64(total as f64 / pace + 2.0);
     let first = clock
         .now()
         .saturating_add(load_estimate + Duration::from_secs(4) + config.idle);
+    if let Some(f) = fleet.as_mut() {
+        f.retime(
+            first.as_millis(),
+            first.saturating_add(config.spread).as_millis(),
+        );
+    }
     let main = plan::for_config(config, &items, t, first);
     planted.extend(main.planted);
+    let (loaded_tx, loaded_rx) = watch::channel(0u64);
+    let (writes, sampling) = match &probe {
+        Some(probe) => {
+            let stride = entry_probe::sample_stride(main.writes.len());
+            let (rest, samples) = entry_probe::take_samples(probe, main.writes, stride, t);
+            let task = tokio::spawn(probe.clone().sample_through(samples, loaded_rx));
+            (rest, Some(task))
+        }
+        None => (main.writes, None),
+    };
     progress.event(Event::Loading {
-        total: main.writes.len() as u64,
+        total: writes.len() as u64,
     });
     let load_started = Instant::now();
-    put_all(dynamo, table, main.writes, |n| {
-        progress.event(Event::Loaded { items: n })
-    })
-    .await?;
+    let load = put_all(dynamo, table, writes, |n| {
+        progress.event(Event::Loaded { items: n });
+        loaded_tx.send_modify(|sent| *sent += n);
+    });
+    // The units the load consumed are not the sweeper's: not counted.
+    let _units = match fleet.as_mut() {
+        // The daemon already runs (stream-queue): watched, and killed on schedule in a crash
+        // loop, while the load goes on.
+        Some(f) => tokio::select! {
+            loaded = load => loaded?,
+            failed = tend(f) => return Err(failed),
+        },
+        None => load.await?,
+    };
+    drop(loaded_tx);
     let load_seconds = load_started.elapsed().as_secs_f64();
     progress.event(Event::LoadFinished {
         items: planted.len() as u64,
@@ -148,18 +234,21 @@ async fn run_on(
         )
     });
 
-    let observer = Observer::start(dynamo, table).await?;
-    let observer_delay_ms = calibrate(dynamo, table, &items, &observer).await?;
-    progress.event(Event::Calibrated { observer_delay_ms });
+    let (observer, observer_delay_ms) = match early_observer {
+        Some(o) => o,
+        None => start_observer(dynamo, table, &items, progress).await?,
+    };
 
     // Run the daemon until every expected deletion was seen after the last TTL plus the grace
     // period (or the timeout), then stop it.
-    let run_started = clock.now();
-    let watch = Watch::new(config, first, run_started, total);
-    let mut fleet = match (&config.lambda, config.no_sweeper) {
-        (None, false) => Some(start_fleet(config, table, endpoint, first.as_millis())?),
-        _ => None,
+    let (run_started, indexer_ready, sampler) = match early_start {
+        Some((started, ready, sampler)) => (started, Some(ready), Some(sampler)),
+        None => (clock.now(), None, None),
     };
+    let watch = Watch::new(config, first, run_started, total);
+    if fleet.is_none() && config.lambda.is_none() && !config.no_sweeper {
+        fleet = Some(start_fleet(config, table, endpoint, first.as_millis())?);
+    }
     let mut lambda = config.lambda.clone().map(|plan| {
         LambdaRun::new(
             plan,
@@ -167,7 +256,14 @@ async fn run_on(
             run_started.as_millis(),
         )
     });
-    let beside = Beside::start(dynamo, table, &items, main.extensions, fleet.as_ref());
+    let beside = Beside::start(
+        dynamo,
+        table,
+        &items,
+        main.extensions,
+        fleet.as_ref(),
+        sampler,
+    );
     progress.event(Event::Sweeping { expected: total });
     let watched = async {
         loop {
@@ -221,6 +317,24 @@ async fn run_on(
     }
 
     let present_at_end = scan_keys(dynamo, table, &config.key_attribute).await?;
+    // The daemon is stopped: what the queue holds now is all the indexer wrote.
+    let queue = match (&probe, sampling) {
+        (Some(probe), Some(sampling)) => {
+            let delays = sampling.await??;
+            let check = probe
+                .check_entries(probe.scan_left().await?, clock.now())
+                .await?;
+            Some(QueueReport {
+                queue_table: probe.queue_table.clone(),
+                indexer_ready_ms: indexer_ready.map_or(0, |d| d.as_millis() as u64),
+                entry_delay: EntryDelay::of(&delays),
+                entries_checked: check.checked,
+                entries_missing: check.missing,
+                entries_missing_keys: check.missing_keys,
+            })
+        }
+        _ => None,
+    };
     let inputs = Inputs {
         planted,
         removals,
@@ -280,7 +394,71 @@ async fn run_on(
     if let Some(l) = lambda_report.as_mut() {
         fill_boundaries(l, &lags);
     }
-    Ok(summarize(config, report, &measured, fleet, lambda_report))
+    let mut run = summarize(config, report, &measured, fleet, lambda_report);
+    if let Some(queue) = queue {
+        run.markdown.push_str(&queue.to_markdown());
+        run.summary.queue = Some(queue);
+    }
+    Ok(run)
+}
+
+/// The longest wait for the daemon's indexer to write its first entry: the process starts, opens
+/// the stream and reads it from its start (the string-TTL items, the probe).
+const INDEXER_READY_WITHIN: Duration = Duration::from_secs(60);
+
+/// The raw conditional-delete rates (`None` when `--raw-items 0`).
+async fn measure_raw(
+    dynamo: &Dynamo,
+    table: &str,
+    config: &BenchConfig,
+    items: &ItemWriter,
+    progress: &dyn Progress,
+) -> Result<Option<RawRates>, BenchError> {
+    if config.raw_items == 0 {
+        return Ok(None);
+    }
+    progress.event(Event::MeasuringRaw {
+        items_per_mode: config.raw_items,
+    });
+    let rates = raw::measure(
+        dynamo,
+        table,
+        &config.layout,
+        &config.index,
+        items,
+        config.raw_items,
+    )
+    .await?;
+    progress.event(Event::RawMeasured(rates));
+    Ok(Some(rates))
+}
+
+/// The stream observer, started from now on and calibrated; its median delay.
+async fn start_observer(
+    dynamo: &Dynamo,
+    table: &str,
+    items: &ItemWriter,
+    progress: &dyn Progress,
+) -> Result<(Observer, f64), BenchError> {
+    let observer = Observer::start(dynamo, table).await?;
+    let observer_delay_ms = calibrate(dynamo, table, items, &observer).await?;
+    progress.event(Event::Calibrated { observer_delay_ms });
+    Ok((observer, observer_delay_ms))
+}
+
+/// Watches a fleet that runs during the load, and carries out its crash loop's kills; returns
+/// only when a process exited or could not be restarted.
+async fn tend(fleet: &mut Fleet) -> BenchError {
+    loop {
+        let tended = match fleet.check_running() {
+            Ok(()) => fleet.tick(SystemClock.now().as_millis()).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = tended {
+            return e;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// The function as a deploy template would configure it for the bench table.
@@ -409,6 +587,7 @@ impl Beside {
         items: &ItemWriter,
         extensions: Vec<crate::plan::Extension>,
         fleet: Option<&Fleet>,
+        sampler: Option<UsageSampler>,
     ) -> Beside {
         Beside {
             extender: tokio::spawn(extend_ttls(
@@ -417,7 +596,10 @@ impl Beside {
                 items.clone(),
                 extensions,
             )),
-            sampler: UsageSampler::start(fleet.and_then(|f| f.first_pid()).unwrap_or(0)),
+            // A worker started before the load is sampled from its start.
+            sampler: sampler.unwrap_or_else(|| {
+                UsageSampler::start(fleet.and_then(|f| f.first_pid()).unwrap_or(0))
+            }),
         }
     }
 

@@ -158,7 +158,14 @@ async fn run_on(
         )?),
         true => None,
     };
-    let beside = Beside::start(&dynamo, TABLE, &items, main.extensions, fleet.as_ref());
+    let beside = Beside::start(
+        &dynamo,
+        TABLE,
+        &items,
+        main.extensions,
+        fleet.as_ref(),
+        None,
+    );
     progress.event(Event::Sweeping { expected: total });
     let watched = async {
         loop {

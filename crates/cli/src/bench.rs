@@ -6,7 +6,7 @@ use crate::args::Global;
 use crate::wiring::Outcome;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use precise_ttl_bench_driver::cli::BenchArgs;
+use precise_ttl_bench_driver::cli::{BenchArgs, IndexLayout};
 use precise_ttl_bench_driver::{Event, Progress, Revision};
 use precise_ttl_dynamodb::{Dynamo, DynamoDbLocal};
 use std::io::IsTerminal;
@@ -86,7 +86,13 @@ impl Progress for Bars {
 pub async fn run(global: &Global, args: &BenchArgs) -> anyhow::Result<Outcome> {
     let exe =
         std::env::current_exe().context("finding the precise-ttl binary to run as the daemon")?;
-    let mut config = args.config(global.layout()?, exe)?;
+    // The bench's layout is the global --index-layout, as `run`'s is.
+    let index_layout = match global.index_layout {
+        crate::args::IndexLayout::Sharded => IndexLayout::Sharded,
+        crate::args::IndexLayout::BlogWindow => IndexLayout::BlogWindow,
+        crate::args::IndexLayout::StreamQueue => IndexLayout::StreamQueue,
+    };
+    let mut config = args.config(global.layout()?, index_layout, exe)?;
     config.argv = std::env::args().collect();
     // The checkout this binary was built from; an installed binary whose sources are gone
     // records "unknown".
