@@ -2,7 +2,7 @@
 //! given, the driver's progress as bars, and the report printed. Its flags, and the scenario
 //! they make, are the driver's (`precise_ttl_bench_driver::cli`), as is what the benchmark does.
 
-use crate::args::Global;
+use crate::args::{Global, UsageError};
 use crate::wiring::Outcome;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -87,6 +87,12 @@ pub async fn run(global: &Global, args: &BenchArgs) -> anyhow::Result<Outcome> {
     let exe =
         std::env::current_exe().context("finding the precise-ttl binary to run as the daemon")?;
     // The bench's layout is the global --index-layout, as `run`'s is.
+    if global.queue_table.is_some() {
+        return Err(UsageError(
+            "bench makes its own queue table (<bench table>-queue) and deletes it: --queue-table is for the other commands".into(),
+        )
+        .into());
+    }
     let index_layout = match global.index_layout {
         crate::args::IndexLayout::Sharded => IndexLayout::Sharded,
         crate::args::IndexLayout::BlogWindow => IndexLayout::BlogWindow,
@@ -135,6 +141,16 @@ fn finish(result: precise_ttl_bench_driver::BenchRun, args: &BenchArgs) -> anyho
     if !result.is_clean() {
         if result.summary.no_sweeper {
             anyhow::bail!("wrong deletions, though no sweeper ran (see the report)");
+        }
+        if result
+            .summary
+            .queue
+            .as_ref()
+            .is_some_and(|q| q.entries_missing > 0)
+        {
+            anyhow::bail!(
+                "items that can still come due have no queue entry, or wrong deletions or items left behind (see the report)"
+            );
         }
         anyhow::bail!("wrong deletions or items left behind (see the report)");
     }
