@@ -21,6 +21,9 @@ const TRANSIENT_CODES: &[&str] = &[
     "ServiceUnavailable",
     "TransactionConflictException",
     "RequestTimeout",
+    // Too many control-plane operations at once (e.g. "only 5 tables with online indexes can be
+    // created simultaneously"): `setup` waits and tries again rather than failing.
+    "LimitExceededException",
 ];
 
 const ACCESS_CODES: &[&str] = &[

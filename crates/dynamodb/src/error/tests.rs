@@ -124,6 +124,7 @@ fn service_answers_are_classified_as_the_engine_acts_on_them() {
         (503, "ServiceUnavailable", ErrorClass::Transient),
         (502, "", ErrorClass::Transient),
         (400, "TransactionConflictException", ErrorClass::Transient),
+        (400, "LimitExceededException", ErrorClass::Transient),
         (
             400,
             "ConditionalCheckFailedException",
