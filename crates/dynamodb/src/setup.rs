@@ -353,13 +353,7 @@ pub async fn setup(
         actions.push(crate::stream::enable_old_image_stream(dynamo, table).await?);
     }
     if let Some(name) = &options.lease_table {
-        let name = name.clone();
-        actions.push(
-            match crate::lease::create_lease_table(dynamo, &name).await? {
-                true => SetupAction::LeaseTableCreated { name },
-                false => SetupAction::LeaseTableAlreadyPresent { name },
-            },
-        );
+        actions.push(lease_table(dynamo, name).await?);
     }
     Ok(SetupReport {
         table: table.to_string(),
@@ -577,6 +571,17 @@ async fn wait_active(
         tracing::info!(table, status = %shape.status, "waiting for the table and index to become ACTIVE");
         tokio::time::sleep(options.poll_interval).await;
     }
+}
+
+/// Creates the lease table `name` unless it exists, and says which.
+pub(crate) async fn lease_table(dynamo: &Dynamo, name: &str) -> Result<SetupAction, AdapterError> {
+    let name = name.to_string();
+    Ok(
+        match crate::lease::create_lease_table(dynamo, &name).await? {
+            true => SetupAction::LeaseTableCreated { name },
+            false => SetupAction::LeaseTableAlreadyPresent { name },
+        },
+    )
 }
 
 pub(crate) async fn native_ttl(

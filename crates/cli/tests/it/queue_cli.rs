@@ -26,6 +26,62 @@ fn queue_cmd(
     cmd
 }
 
+/// `precise-ttl run` on the stream-queue layout with the test's tables, in the background.
+fn spawn_run(
+    app: &TestTable,
+    queue: &TestTable,
+    checkpoints: &TestTable,
+    leases: &TestTable,
+    more: &[&str],
+) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("PRECISE_TTL_ENDPOINT_URL", crate::support::endpoint())
+        .args([
+            "run",
+            "--table",
+            &app.name,
+            "--index-layout",
+            "stream-queue",
+        ])
+        .args(["--queue-table", &queue.name])
+        .args(["--indexer-checkpoint-table", &checkpoints.name])
+        .args(["--lease-table", &leases.name, "--poll-interval", "200ms"])
+        .args(more)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// A bare application table set up for the stream-queue layout (its stream on, the queue and
+/// lease tables made), and a name for the indexer's checkpoint table.
+async fn set_up() -> (TestTable, TestTable, TestTable, TestTable) {
+    let app = TestTable::bare().await;
+    let (queue, leases, checkpoints) = (TestTable::named(), TestTable::named(), TestTable::named());
+    queue_cmd("setup", &app, &queue, &["--lease-table", &leases.name])
+        .arg("--no-native-ttl")
+        .assert()
+        .success();
+    (app, queue, leases, checkpoints)
+}
+
+/// Waits for a background `run`; its standard output, once it has succeeded.
+async fn succeeded(child: std::process::Child) -> String {
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// An UpdateItem of `pk` with `expression` on `#a`, the attribute `attribute` (`:v` its value).
 async fn update(
     app: &TestTable,
@@ -172,34 +228,10 @@ async fn a_stream_without_new_images_stops_setup_with_what_to_do() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_splits_the_indexers_leases_and_indexes_each_change_once() {
-    let app = TestTable::bare().await;
-    let (queue, leases, checkpoints) = (TestTable::named(), TestTable::named(), TestTable::named());
-    let lease_flag = ["--lease-table", leases.name.as_str()];
-    queue_cmd("setup", &app, &queue, &lease_flag)
-        .arg("--no-native-ttl")
-        .assert()
-        .success();
+    let (app, queue, leases, checkpoints) = set_up().await;
     let worker = |id: &str| {
-        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"));
-        cmd.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("PRECISE_TTL_ENDPOINT_URL", crate::support::endpoint())
-            .args([
-                "run",
-                "--table",
-                &app.name,
-                "--index-layout",
-                "stream-queue",
-            ])
-            .args(["--queue-table", &queue.name])
-            .args(["--indexer-checkpoint-table", &checkpoints.name])
-            .args(lease_flag)
-            .args(["--worker-id", id, "--lease-duration", "3s"])
-            .args(["--for", "14s", "--poll-interval", "200ms"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
+        let more = ["--worker-id", id, "--lease-duration", "3s", "--for", "14s"];
+        spawn_run(&app, &queue, &checkpoints, &leases, &more)
     };
     let (a, b) = (worker("a"), worker("b"));
     // Both hold some of the indexer's 16 buckets once the leases have settled.
@@ -231,16 +263,7 @@ async fn a_fleet_splits_the_indexers_leases_and_indexes_each_change_once() {
     }
     let mut written = 0;
     for child in [a, b] {
-        let out = tokio::task::spawn_blocking(move || child.wait_with_output())
-            .await
-            .unwrap()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-        assert!(
-            out.status.success(),
-            "{stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let stdout = succeeded(child).await;
         let line = stdout
             .lines()
             .find_map(|l| l.strip_prefix("indexer: entries written "))
@@ -259,32 +282,8 @@ async fn a_fleet_splits_the_indexers_leases_and_indexes_each_change_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn items_due_before_their_entry_exists_go_once_it_is_read() {
-    let app = TestTable::bare().await;
-    let (queue, leases, checkpoints) = (TestTable::named(), TestTable::named(), TestTable::named());
-    let lease_flag = ["--lease-table", leases.name.as_str()];
-    queue_cmd("setup", &app, &queue, &lease_flag)
-        .arg("--no-native-ttl")
-        .assert()
-        .success();
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("PRECISE_TTL_ENDPOINT_URL", crate::support::endpoint())
-        .args([
-            "run",
-            "--table",
-            &app.name,
-            "--index-layout",
-            "stream-queue",
-        ])
-        .args(["--queue-table", &queue.name])
-        .args(["--indexer-checkpoint-table", &checkpoints.name])
-        .args(lease_flag)
-        .args(["--for", "25s", "--poll-interval", "200ms"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (app, queue, leases, checkpoints) = set_up().await;
+    let child = spawn_run(&app, &queue, &checkpoints, &leases, &["--for", "25s"]);
     // Written while the daemon runs, each already due (long ago, a minute ago, just now) or due
     // sooner than the indexer can write its entry.
     tokio::time::sleep(std::time::Duration::from_secs(5)).await;
@@ -297,16 +296,7 @@ async fn items_due_before_their_entry_exists_go_once_it_is_read() {
                 .await;
         }
     }
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = succeeded(child).await;
     assert_eq!(app.count().await, 0, "{stdout}");
     assert_eq!(queue.count().await, 0, "{stdout}");
 }

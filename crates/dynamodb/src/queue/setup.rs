@@ -59,13 +59,7 @@ pub async fn setup_queue(
         actions.push(SetupAction::NativeTtlLeftAlone);
     }
     if let Some(name) = &options.lease_table {
-        let name = name.clone();
-        actions.push(
-            match crate::lease::create_lease_table(dynamo, &name).await? {
-                true => SetupAction::LeaseTableCreated { name },
-                false => SetupAction::LeaseTableAlreadyPresent { name },
-            },
-        );
+        actions.push(crate::setup::lease_table(dynamo, name).await?);
     }
     Ok(SetupReport {
         table: table.to_string(),
