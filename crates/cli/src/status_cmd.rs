@@ -6,6 +6,8 @@ use crate::args::{Global, IndexLayout, StatusArgs};
 use crate::wiring::Outcome;
 use crate::worker_metrics::{self, Admission};
 use precise_ttl_core::Timestamp;
+use precise_ttl_core::queue::INDEXER_BUCKETS;
+use precise_ttl_dynamodb::queue::indexer::indexer_owners;
 use precise_ttl_dynamodb::queue::inspect::parts;
 use precise_ttl_dynamodb::queue::{QueueStore, QueueTable};
 use precise_ttl_dynamodb::status::shard_status;
@@ -73,6 +75,10 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
             Err(AdapterError::LeaseTableMissing { .. }) => None,
             Err(e) => return Err(e.into()),
         };
+    let indexers = match &queue {
+        Some(_) => indexer_owners(&dynamo, &args.leases.lease_table, table).await?,
+        None => None,
+    };
     let lease_of = |shard: u16| leases.as_ref().and_then(|l| l.get(&shard.to_string()));
     let lease_age = |l: &StoredLease| {
         l.renewed_at_ms
@@ -116,6 +122,10 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
                 "indexer_stream_shards": p.indexer.map(|b| b.shards),
                 "indexer_shards_behind": p.indexer.map(|b| b.behind),
                 "indexer_oldest_unindexed": p.indexer.and_then(|b| b.oldest_unconsumed),
+                "indexer_workers": indexers.as_ref().map(|o| o.iter().map(|(w, n)| serde_json::json!({
+                    "worker": w,
+                    "stream_buckets": n,
+                })).collect::<Vec<_>>()),
             })),
             "now": now.as_secs_f64(),
             "due": due,
@@ -173,6 +183,16 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
     );
     if let Some(p) = &parts {
         println!("{}", p.describe(now.as_secs_f64()));
+    }
+    if let Some(owners) = &indexers {
+        let held: Vec<String> = owners
+            .iter()
+            .map(|(w, n)| format!("{w} ({n} of {INDEXER_BUCKETS} stream buckets)"))
+            .collect();
+        match held.is_empty() {
+            true => println!("indexers: none holds a stream bucket"),
+            false => println!("indexers: {}", held.join(", ")),
+        }
     }
     println!(
         "{:>5}  {:>9}  {:>12}  {:<24} {:>9}  next expiries (seconds from now)",

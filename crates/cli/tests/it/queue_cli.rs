@@ -191,6 +191,11 @@ async fn a_table_is_adopted_without_changing_its_writers() {
     let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
     assert!(stdout.contains("expiry queue"), "{stdout}");
     assert!(stdout.contains("indexer caught up"), "{stdout}");
+    // The run released its leases on the way out.
+    assert!(
+        stdout.contains("indexers: none holds a stream bucket"),
+        "{stdout}"
+    );
     let out = queue_cmd("doctor", &app, &queue, &checkpoint_flag).assert();
     let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
     assert!(

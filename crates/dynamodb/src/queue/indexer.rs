@@ -27,7 +27,7 @@ use precise_ttl_core::queue::{Indexing, SkipReason, decide};
 use precise_ttl_core::{ErrorClass, ShardCount, Timestamp};
 use precise_ttl_engine::Clock;
 use precise_ttl_engine::lease::{LeaseConfig, Leases};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -291,6 +291,32 @@ pub(crate) fn check_view(table: &str, view: Option<StreamViewType>) -> Result<()
             view: other.as_str().to_string(),
         }),
     }
+}
+
+/// How many of the indexer's lease buckets each worker holds now, for `status` (`None`: no
+/// lease table, so no fleet).
+pub async fn indexer_owners(
+    dynamo: &Dynamo,
+    lease_table: &str,
+    table: &str,
+) -> Result<Option<BTreeMap<String, usize>>, AdapterError> {
+    let leases = match LeaseTable::open(dynamo.clone(), lease_table, table, LEASE_SCOPE).await {
+        Ok(leases) => leases,
+        Err(AdapterError::LeaseTableMissing { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut owners = BTreeMap::new();
+    let all = leases.all().await.map_err(|e| AdapterError::Call {
+        operation: "Query",
+        class: e.class,
+        message: e.message,
+    })?;
+    for lease in all {
+        if let Some(owner) = lease.record.owner {
+            *owners.entry(owner).or_default() += 1;
+        }
+    }
+    Ok(Some(owners))
 }
 
 fn fatal(message: String) -> AdapterError {
