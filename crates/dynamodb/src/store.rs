@@ -142,7 +142,12 @@ impl<P: IndexPartition> DynamoStore<P> {
     }
 
     /// `table` as the caller named it (a name or an ARN), not as DescribeTable answers.
-    fn from_shape(dynamo: Dynamo, table: &str, shape: &TableShape, layout: TtlLayout) -> Self {
+    pub(crate) fn from_shape(
+        dynamo: Dynamo,
+        table: &str,
+        shape: &TableShape,
+        layout: TtlLayout,
+    ) -> Self {
         let key_names = shape.key_names();
         let statement = partiql_delete(table, &key_names, &layout.ttl_attribute);
         let write_capacity = shape.write_capacity();

@@ -289,9 +289,11 @@ impl QueueStore {
     ) -> Result<QueueStore, AdapterError> {
         let shape = TableShape::require(&dynamo, queue_table).await?;
         check_keys(&shape)?;
-        let key_names = TableShape::require(&dynamo, table).await?.key_names();
+        // One description of the application table serves the keys and the deletes.
+        let items = TableShape::require(&dynamo, table).await?;
+        let key_names = items.key_names();
         Ok(QueueStore {
-            items: DynamoStore::open_for_deletes(dynamo.clone(), table, layout).await?,
+            items: DynamoStore::from_shape(dynamo.clone(), table, &items, layout),
             queue: QueueTable::new(dynamo, queue_table),
             key_names,
         })
