@@ -22,7 +22,7 @@
 
 use crate::memory::MemItem;
 use crate::store::{DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError};
-use precise_ttl_core::{DueWindow, Expiry, Shard, ThrottleScope};
+use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Shard, ThrottleScope};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound::{Excluded, Included, Unbounded};
 use std::sync::Mutex;
@@ -99,6 +99,10 @@ pub struct PartitionedConfig {
     pub max_batch: usize,
     /// Seed of the key hash: which table partition each key lands on.
     pub hash_seed: u64,
+    /// Whether a batch's refused items name the refusing resource. DynamoDB's
+    /// `BatchExecuteStatement` does not (a statement's error has a code and a message only), so
+    /// by default they do not here either; single deletes always do (`ThrottlingReasons`).
+    pub batch_scope: bool,
 }
 
 impl Default for PartitionedConfig {
@@ -113,6 +117,7 @@ impl Default for PartitionedConfig {
             latency: Duration::from_millis(5),
             max_batch: 25,
             hash_seed: 0,
+            batch_scope: false,
         }
     }
 }
@@ -383,7 +388,15 @@ impl ExpiryStore for PartitionedStore {
         let mut s = self.lock();
         s.counts.delete_requests += 1;
         keys.iter()
-            .map(|k| self.delete_one(&mut s, k, window, now))
+            .map(|k| {
+                let r = self.delete_one(&mut s, k, window, now);
+                match r {
+                    Err(e) if !self.config.batch_scope && e.throttle.is_some() => {
+                        Err(StoreError::new(ErrorClass::Throttled, e.message))
+                    }
+                    r => r,
+                }
+            })
             .collect()
     }
 

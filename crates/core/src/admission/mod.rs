@@ -19,11 +19,15 @@
 //!   oldest first; the bound keeps a request from filling with the keys of one refusing
 //!   partition.
 //! - **Each controller answers its own refusals.** An index partition's refusal limits that
-//!   lane alone ([`lane::LaneLimit`]). Refusals of the table or of its partitions (and refusals
-//!   of unknown scope spread over the lanes, as a batch statement's are) engage the table's send
-//!   rate once they are a large share of what it is sent ([`table::TableRate`]): the items then
-//!   wait here in order of expiry instead of racing at the store. A timeout or a 5xx cuts the
-//!   requests in flight ([`Aimd`]).
+//!   lane alone ([`lane::LaneLimit`]). Refusals of the whole table or index engage the table's
+//!   send rate once they are a large share of what it is sent ([`table::TableRate`]): the items
+//!   then wait here in order of expiry instead of racing at the store. A table partition's
+//!   refusal (named, or of unknown scope spread over the lanes, as a batch statement's are)
+//!   engages nothing: the item goes again after a few milliseconds and takes one of its
+//!   partition's next tokens. A send rate for the whole table would hold back the items of every
+//!   other partition while one is full, and the capacity they leave unused is lost for good
+//!   (measured on the engine's deterministic load tests, docs/benchmarks.md). A timeout or a 5xx
+//!   cuts the requests in flight ([`Aimd`]).
 //! - **"Behind" is judged per lane** ([`Admission::oldest_waiting`]).
 //!
 //! Time is an argument (wall time of the engine's clock), and the random order of ties comes from
@@ -409,9 +413,10 @@ impl<T: Ticket> Admission<T> {
             match scope {
                 ThrottleScope::IndexPartition => self.lanes[lane].limit.refused(now),
                 ThrottleScope::Unknown => entry.2 += 1,
-                ThrottleScope::Table | ThrottleScope::Index | ThrottleScope::TablePartition => {
-                    table_refused += 1
-                }
+                ThrottleScope::Table | ThrottleScope::Index => table_refused += 1,
+                // A table partition's refusal says nothing of the table's capacity: the item
+                // goes again soon and takes the partition's next token (see `table`).
+                ThrottleScope::TablePartition => {}
             }
         }
         self.share.add(now, answer.items as f64, refused as f64);
@@ -427,12 +432,10 @@ impl<T: Ticket> Admission<T> {
                 continue;
             }
             // Refusals with no scope given (a batch statement's): one lane's index partition when
-            // that lane is refused far more than the others ([`share`]).
+            // that lane is refused far more than the others ([`share`]); spread over the lanes,
+            // the table's partitions', which no send rate of the table's serves better.
             if state.share.is_hot_lane(&self.share) {
                 state.limit.refused(now);
-            } else {
-                // Spread over the lanes: the table's partitions'.
-                table_refused += unknown;
             }
         }
         self.table_rate.answered(now, answer.items, table_refused);

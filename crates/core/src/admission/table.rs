@@ -1,6 +1,7 @@
 //! The table's own send rate: engaged when a large share of what the table is sent is refused
-//! (refusals of the table, or of table partitions over the whole key space), held near what the
-//! table accepts, probed upwards, and lifted once refusals stop.
+//! by the whole table (or the whole index), held near what the table accepts, probed upwards,
+//! and lifted once refusals stop. Refusals of single table partitions do not count (see the
+//! admission module's header).
 //!
 //! Why a rate and not fewer requests in flight: at the table's capacity, the items the store
 //! refuses go back and race the fresh ones of their partition for each token, so an unlucky

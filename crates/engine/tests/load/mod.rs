@@ -312,11 +312,15 @@ impl std::fmt::Display for Ratios {
 
 /// Each seed's run at `load`; the assertion names every seed's figures, not only the first
 /// failing one's.
-async fn lag_within_the_bound(load: f64) {
+async fn lag_within_the_bound(load: f64, seconds: i64) {
     let mut figures = Vec::new();
     let mut pass = true;
     for seed in [11, 12, 13] {
-        let run = run(Workload::at(seed, load)).await;
+        let run = run(Workload {
+            seconds,
+            ..Workload::at(seed, load)
+        })
+        .await;
         let r = Ratios::of(&run);
         pass &= run.left == 0 && r.max <= 1.5 && r.p99 <= 1.15;
         figures.push(format!("seed {seed}: {r}; {}", run.leftovers()));
@@ -340,14 +344,16 @@ fn verdict(what: &str, claim: &str, pass: bool, figures: &[String]) {
 /// docs/benchmarks.md, "Admission on the deterministic store".
 #[tokio::test(start_paused = true)]
 async fn at_three_quarters_of_capacity_lag_stays_near_the_bound() {
-    lag_within_the_bound(0.75).await;
+    lag_within_the_bound(0.75, 10).await;
 }
 
 /// At the daemon's defaults; figures in docs/benchmarks.md, "Admission on the deterministic
-/// store".
+/// store". Thirty seconds, as the simulator's runs: at full capacity a partition's queue grows
+/// for as long as its share of the keys is over its limit, and capacity left unused early shows
+/// only late (10 s passed a policy that 30 s showed at 1.4-2.1 times the bound).
 #[tokio::test(start_paused = true)]
 async fn at_full_capacity_lag_stays_near_the_bound() {
-    lag_within_the_bound(1.0).await;
+    lag_within_the_bound(1.0, 30).await;
 }
 
 /// A lane whose index partition refuses is limited alone; figures in docs/benchmarks.md,
