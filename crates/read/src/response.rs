@@ -118,3 +118,81 @@ fn settle_item(
 fn lowered(count: i32, removed: usize) -> i32 {
     count.saturating_sub(i32::try_from(removed).unwrap_or(i32::MAX))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::projection::Projection;
+    use aws_sdk_dynamodb::types::KeysAndAttributes;
+    use std::any::Any;
+
+    /// An output held as itself, for the code that reaches it through [`Erased`].
+    struct Held<O>(O);
+
+    impl<O: Any> Erased for Held<O> {
+        fn get<T: std::fmt::Debug + Send + Sync + 'static>(&mut self) -> Option<&mut T> {
+            (&mut self.0 as &mut dyn Any).downcast_mut()
+        }
+    }
+
+    const NOW: Timestamp = Timestamp::from_secs(1_800_000_000);
+
+    fn item(sk: &str, ttl: &str) -> Item {
+        HashMap::from([
+            ("sk".to_string(), AttributeValue::S(sk.into())),
+            ("ttl".to_string(), AttributeValue::N(ttl.into())),
+        ])
+    }
+
+    #[test]
+    fn unprocessed_keys_get_the_callers_projection_back() {
+        let key = HashMap::from([("sk".to_string(), AttributeValue::S("later".into()))]);
+        let ours = KeysAndAttributes::builder()
+            .keys(key.clone())
+            .projection_expression("sk, #precise_ttl_attr")
+            .expression_attribute_names("#precise_ttl_attr", "ttl")
+            .build()
+            .unwrap();
+        let output = BatchGetItemOutput::builder()
+            .responses(
+                "t",
+                vec![item("gone", "1799999999"), item("here", "1800000001")],
+            )
+            .unprocessed_keys("t", ours)
+            .build();
+        let widened = HashMap::from([(
+            "t".to_string(),
+            Projection {
+                expression: Some("sk".into()),
+                names: None,
+                attributes_to_get: None,
+            },
+        )]);
+        let mut held = Held(output);
+        settle(&mut held, &Owed::BatchGetItem { widened }, "ttl", NOW);
+        let out = held.0;
+        let items = &out.responses.as_ref().unwrap()["t"];
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0].len(), 1, "the TTL attribute stripped");
+        assert_eq!(items[0]["sk"], AttributeValue::S("here".into()));
+        let unprocessed = &out.unprocessed_keys.as_ref().unwrap()["t"];
+        assert_eq!(unprocessed.keys, vec![key]);
+        assert_eq!(unprocessed.projection_expression.as_deref(), Some("sk"));
+        assert_eq!(unprocessed.expression_attribute_names, None);
+    }
+
+    #[test]
+    fn another_operations_output_is_left_alone() {
+        let mut held = Held(
+            QueryOutput::builder()
+                .items(item("gone", "1799999999"))
+                .count(1)
+                .build(),
+        );
+        settle(&mut held, &Owed::Scan, "ttl", NOW);
+        assert_eq!(held.0.count, 1);
+        settle(&mut held, &Owed::Query, "ttl", NOW);
+        assert_eq!(held.0.count, 0);
+        assert!(held.0.items().is_empty());
+    }
+}
