@@ -76,7 +76,7 @@ async fn main() -> Result<(), Error> {
         "command": std::env::args().collect::<Vec<_>>(),
         "host": host(),
         "runtime": runtime(),
-        "endpoint": if args.endpoint.is_some() { "given" } else { "DynamoDB Local started by the example" },
+        "endpoint": if args.endpoint.is_some() { "given" } else { "started by the example" },
         "items_per_query": ITEMS,
         "warmup_rounds": args.warmup,
         "rounds": args.rounds,
@@ -93,18 +93,16 @@ async fn main() -> Result<(), Error> {
     });
     std::fs::write(&args.out, serde_json::to_string_pretty(&report)? + "\n")
         .map_err(|e| format!("could not write {}: {e}", args.out.display()))?;
-    println!(
-        "query p50 {:.3} → {:.3} ms, p99 {:.3} → {:.3} ms; get_item p50 {:.3} → {:.3} ms, p99 {:.3} → {:.3} ms; written to {}",
-        query_without.0,
-        query_with.0,
-        query_without.1,
-        query_with.1,
-        get_without.0,
-        get_with.0,
-        get_without.1,
-        get_with.1,
-        args.out.display()
-    );
+    for (name, without, with) in [
+        ("Query", query_without, query_with),
+        ("GetItem", get_without, get_with),
+    ] {
+        println!(
+            "{name}: p50 {:.3} ms without, {:.3} ms with; p99 {:.3} ms without, {:.3} ms with",
+            without.0, with.0, without.1, with.1
+        );
+    }
+    println!("written to {}", args.out.display());
     Ok(())
 }
 
@@ -300,8 +298,9 @@ fn host() -> Value {
 }
 
 fn runtime() -> Value {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     json!({
-        "rustc": output(Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into())).arg("--version")),
+        "rustc": output(Command::new(rustc).arg("--version")),
         "aws-sdk-dynamodb": locked_version("aws-sdk-dynamodb"),
         "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
     })

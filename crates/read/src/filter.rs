@@ -1,6 +1,6 @@
 //! The hide-expired filter merged into a request's own filter expression, names and values: what
-//! [`hide_expired_query`](crate::hide_expired_query), [`hide_expired_scan`](crate::hide_expired_scan)
-//! and the interceptor's Query and Scan add.
+//! [`hide_expired_query`](crate::hide_expired_query),
+//! [`hide_expired_scan`](crate::hide_expired_scan) and the interceptor's Query and Scan add.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use precise_ttl_core::{FilterValue, ReadFilter};

@@ -56,7 +56,13 @@ use precise_ttl_core::Timestamp;
 /// // Only unexpired sessions:
 /// let live = client.scan().table_name("sessions").send().await?;
 /// // Every item, expired or not, for this one call:
-/// let all = client.scan().table_name("sessions").customize().interceptor(ShowExpired).send().await?;
+/// let all = client
+///     .scan()
+///     .table_name("sessions")
+///     .customize()
+///     .interceptor(ShowExpired)
+///     .send()
+///     .await?;
 /// # let _ = (live, all);
 /// # Ok(())
 /// # }
@@ -140,12 +146,13 @@ impl Storable for Owed {
 ///
 /// ```no_run
 /// # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), aws_sdk_dynamodb::Error> {
+/// use aws_sdk_dynamodb::types::AttributeValue;
 /// use precise_ttl_read::ShowExpired;
 /// let everything = client
 ///     .query()
 ///     .table_name("sessions")
 ///     .key_condition_expression("pk = :pk")
-///     .expression_attribute_values(":pk", aws_sdk_dynamodb::types::AttributeValue::S("user#42".into()))
+///     .expression_attribute_values(":pk", AttributeValue::S("user#42".into()))
 ///     .customize()
 ///     .interceptor(ShowExpired)
 ///     .send()

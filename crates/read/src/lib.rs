@@ -1,10 +1,19 @@
-//! Reading a DynamoDB table without seeing expired items: [`ReadFilter::hide_expired`] applied
-//! to the SDK's Query and Scan builders, and [`is_expired`] for items read by key.
+//! Reading a DynamoDB table without seeing expired items, by the rule the sweeper and native TTL
+//! delete by: an item is expired when its TTL attribute is a Number within the last five years,
+//! up to now; anything else (no TTL, a String, a future or millisecond value, one older than five
+//! years) stays visible.
 //!
 //! Deletion trails expiry: by a fraction of a second with precise-ttl running, by much longer
 //! during a backlog, an outage or the adoption of an existing table, and by days with native TTL
-//! alone. Readers that must treat an expired item as gone use these, which judge expiry exactly
-//! as the sweeper and native TTL do. `docs/reading.md` has the same filter for Python and
+//! alone. Readers that must treat an expired item as gone have two ways here:
+//!
+//! - [`HideExpired`], an interceptor for the SDK client's config, hides expired items from every
+//!   read the client makes (Query, Scan, GetItem, BatchGetItem, TransactGetItems and PartiQL);
+//!   [`ShowExpired`] switches it off for one call. Its docs list what each operation does.
+//! - The helpers, for one request at a time: [`hide_expired_query`] and [`hide_expired_scan`] add
+//!   the filter to a builder, [`is_expired`] judges an item read by key.
+//!
+//! Both judge by one rule, `precise_ttl_core`'s. `docs/reading.md` has the same for Python and
 //! JavaScript, and the caveats (filters do not save read capacity; `Limit` counts filtered-out
 //! items).
 //!
