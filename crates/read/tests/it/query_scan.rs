@@ -162,6 +162,28 @@ async fn raw_kind_a(table: &str) -> Vec<String> {
 }
 
 #[tokio::test]
+async fn a_global_secondary_index_that_projects_the_ttl_attribute_is_filtered_too() {
+    let (table, now) = table().await;
+    let client = hiding_at(now);
+    let q = client
+        .query()
+        .table_name(&table)
+        .index_name(BY_KIND)
+        .key_condition_expression("kind = :a")
+        .expression_attribute_values(":a", s("a"))
+        .send()
+        .await
+        .unwrap();
+    let expected: Vec<String> = raw_kind_a(&table)
+        .await
+        .into_iter()
+        .filter(|sk| VISIBLE.contains(&sk.as_str()))
+        .collect();
+    assert_eq!(sks(q.items()), expected);
+    assert_eq!(q.count as usize, expected.len());
+}
+
+#[tokio::test]
 async fn a_projection_without_the_ttl_attribute_still_hides_expired_items() {
     let (table, now) = table().await;
     let client = hiding_at(now);

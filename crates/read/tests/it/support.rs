@@ -3,8 +3,8 @@
 
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
-    ScalarAttributeType,
+    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
+    KeyType, Projection, ProjectionType, ScalarAttributeType,
 };
 use aws_sdk_dynamodb::{Client, Config};
 use precise_ttl_core::Timestamp;
@@ -17,6 +17,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub type Item = HashMap<String, AttributeValue>;
 
 pub const PK: &str = "p";
+
+/// A global secondary index on `kind` (every fixture item is `a` or `b`), projecting everything.
+pub const BY_KIND: &str = "by-kind";
 
 /// Items whose TTL has passed, by the rule: a second ago, an hour ago, four years ago, and a
 /// decimal TTL a quarter of a second ago.
@@ -58,7 +61,7 @@ pub fn hiding_at(now: Timestamp) -> Client {
     hiding(HideExpired::new("ttl").with_clock(move || now))
 }
 
-/// A fresh table with `pk` (S) and `sk` (S), holding the fixture around `now`, which is the
+/// A fresh table with `pk` (S) and `sk` (S) and the index [`BY_KIND`], holding the fixture around `now`, which is the
 /// wall clock in whole seconds.
 pub async fn table() -> (String, Timestamp) {
     static N: AtomicUsize = AtomicUsize::new(0);
@@ -72,6 +75,20 @@ pub async fn table() -> (String, Timestamp) {
         .attribute_definitions(attribute("sk"))
         .key_schema(key("pk", KeyType::Hash))
         .key_schema(key("sk", KeyType::Range))
+        .attribute_definitions(attribute("kind"))
+        .global_secondary_indexes(
+            GlobalSecondaryIndex::builder()
+                .index_name(BY_KIND)
+                .key_schema(key("kind", KeyType::Hash))
+                .key_schema(key("sk", KeyType::Range))
+                .projection(
+                    Projection::builder()
+                        .projection_type(ProjectionType::All)
+                        .build(),
+                )
+                .build()
+                .unwrap(),
+        )
         .send()
         .await
         .expect("table created");
