@@ -40,7 +40,8 @@ use precise_ttl_core::Timestamp;
 /// - Everything else (writes, DescribeTable, ...) is untouched.
 ///
 /// A request that already binds one of the `#precise_ttl_*`/`:precise_ttl_*` placeholders fails
-/// with [`PlaceholderInUse`](crate::PlaceholderInUse). On a global secondary index the TTL
+/// with [`PlaceholderInUse`](crate::PlaceholderInUse), and so does a Query or Scan on a client
+/// with two `HideExpired`: add one per client. On a global secondary index the TTL
 /// attribute must be projected into the index, or nothing read from it is hidden.
 ///
 /// Add it to the client's config: `aws_sdk_dynamodb::config::Builder::from(&sdk_config)` (an
@@ -142,7 +143,8 @@ impl Storable for Owed {
 }
 
 /// Switches [`HideExpired`] off for one call: the call sees expired items as DynamoDB returns
-/// them.
+/// them. Add it through the call's `customize()`. Paginators have no `customize()`: to page
+/// through expired items too, use a client built without [`HideExpired`].
 ///
 /// ```no_run
 /// # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), aws_sdk_dynamodb::Error> {

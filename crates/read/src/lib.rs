@@ -17,6 +17,33 @@
 //! JavaScript, and the caveats (filters do not save read capacity; `Limit` counts filtered-out
 //! items).
 //!
+//! Writes are not intercepted. A put or update that must treat an expired item as absent (say,
+//! "create unless it exists") conditions on the same rule:
+//!
+//! ```no_run
+//! use aws_sdk_dynamodb::types::AttributeValue;
+//! use precise_ttl_core::DueWindow;
+//!
+//! # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), aws_sdk_dynamodb::Error> {
+//! let window = DueWindow::at(precise_ttl_read::now());
+//! let n = |t: precise_ttl_core::Timestamp| AttributeValue::N(t.to_epoch_seconds_text());
+//! client
+//!     .put_item()
+//!     .table_name("sessions")
+//!     .item("pk", AttributeValue::S("user#42".into()))
+//!     .condition_expression(
+//!         "attribute_not_exists(pk) OR (attribute_type(#ttl, :N) AND #ttl BETWEEN :oldest AND :now)",
+//!     )
+//!     .expression_attribute_names("#ttl", "ttl")
+//!     .expression_attribute_values(":N", AttributeValue::S("N".into()))
+//!     .expression_attribute_values(":oldest", n(window.oldest))
+//!     .expression_attribute_values(":now", n(window.until))
+//!     .send()
+//!     .await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! This crate depends on precise-ttl's pure rules and the AWS SDK only, so an application that
 //! reads its table does not compile the sweeper, the archive or the S3 SDK.
 
