@@ -12,8 +12,9 @@ from .errors import PlaceholderClashError
 
 # Legacy (non-expression) parameters: DynamoDB refuses a request that mixes them with expression
 # parameters, so requests that use any of them get the client-side check only. KeyConditions is
-# Query's legacy key condition and is refused alongside a FilterExpression like the others.
-LEGACY = ("QueryFilter", "ScanFilter", "ConditionalOperator", "AttributesToGet", "KeyConditions")
+# not among them: DynamoDB documents it with a FilterExpression ("applied after the items are
+# retrieved") and DynamoDB Local accepts the pair, so a Query keyed that way still gets the filter.
+LEGACY = ("QueryFilter", "ScanFilter", "ConditionalOperator", "AttributesToGet")
 
 EXPRESSIONS = ("FilterExpression", "KeyConditionExpression", "ProjectionExpression")
 
