@@ -5,7 +5,7 @@ see the low-level shapes (``{"N": "..."}``). ``now`` is the clock when the respo
 item that expired while the request was in flight is hidden too.
 """
 
-from .rule import is_expired
+from .rule import Window
 
 
 def _strip(item, ttl_attribute):
@@ -15,7 +15,8 @@ def _strip(item, ttl_attribute):
 
 def filter_items(items, ttl_attribute, now, strip=False):
     """Expired items removed from a list (in place); returns how many were removed."""
-    kept = [i for i in items if not is_expired(i, ttl_attribute, now)]
+    window = Window(now)
+    kept = [i for i in items if not window.expired(i, ttl_attribute)]
     removed = len(items) - len(kept)
     if strip:
         for item in kept:
@@ -40,7 +41,7 @@ def get_item(parsed, ttl_attribute, now, strip):
     item = parsed.get("Item")
     if item is None:
         return
-    if is_expired(item, ttl_attribute, now):
+    if Window(now).expired(item, ttl_attribute):
         del parsed["Item"]
     elif strip:
         _strip(item, ttl_attribute)
@@ -55,11 +56,12 @@ def batch_get_item(parsed, ttl_attribute, now, strip_by_table):
 def positional(parsed, ttl_attribute, now, strip_by_position=()):
     """``Responses`` aligned with the request (transactions, batched statements): an expired
     item's entry stays, without its ``Item``."""
+    window = Window(now)
     for position, entry in enumerate(parsed.get("Responses") or []):
         item = entry.get("Item") if isinstance(entry, dict) else None
         if item is None:
             continue
-        if is_expired(item, ttl_attribute, now):
+        if window.expired(item, ttl_attribute):
             del entry["Item"]
         elif position < len(strip_by_position) and strip_by_position[position]:
             _strip(item, ttl_attribute)

@@ -81,13 +81,24 @@ def is_expired(item, ttl_attribute="ttl", now=None):
     values); ``None`` (no item) is not expired. Numbers are compared as Decimals, exactly, whatever
     their number of digits.
     """
-    if not item:
-        return False
-    ttl = ttl_number(item.get(ttl_attribute))
-    if ttl is None:
-        return False
     now = wall_clock() if now is None else as_decimal(now)
-    return now - FIVE_YEARS <= ttl <= now
+    return Window(now).expired(item, ttl_attribute)
+
+
+class Window:
+    """The expiry window ending at ``now``, computed once to judge many items."""
+
+    __slots__ = ("oldest", "now")
+
+    def __init__(self, now):
+        self.now = now
+        self.oldest = now - FIVE_YEARS
+
+    def expired(self, item, ttl_attribute):
+        if not item:
+            return False
+        ttl = ttl_number(item.get(ttl_attribute))
+        return ttl is not None and self.oldest <= ttl <= self.now
 
 
 def filter_values(now):
