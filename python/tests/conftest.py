@@ -89,18 +89,34 @@ def new_resource(session_factory, endpoint):
     return lambda: session_factory().resource("dynamodb", endpoint_url=endpoint)
 
 
-def create_table(client, name):
+def create_table(client, name, indexes=()):
+    """A pk (S) + sk (S) table; ``indexes``: (name, projection type) of GSIs keyed grp + sk."""
+    extra = {}
+    if indexes:
+        extra["GlobalSecondaryIndexes"] = [
+            {
+                "IndexName": index,
+                "KeySchema": [
+                    {"AttributeName": "grp", "KeyType": "HASH"},
+                    {"AttributeName": "sk", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": projection},
+            }
+            for index, projection in indexes
+        ]
     client.create_table(
         TableName=name,
         AttributeDefinitions=[
             {"AttributeName": "pk", "AttributeType": "S"},
             {"AttributeName": "sk", "AttributeType": "S"},
+            *([{"AttributeName": "grp", "AttributeType": "S"}] if indexes else []),
         ],
         KeySchema=[
             {"AttributeName": "pk", "KeyType": "HASH"},
             {"AttributeName": "sk", "KeyType": "RANGE"},
         ],
         BillingMode="PAY_PER_REQUEST",
+        **extra,
     )
     client.get_waiter("table_exists").wait(TableName=name)
 
@@ -110,7 +126,7 @@ def read_table(session_factory, endpoint):
     """The table of the nine reference items, read by most tests and never written to."""
     client = session_factory().client("dynamodb", endpoint_url=endpoint)
     name = "reads"
-    create_table(client, name)
+    create_table(client, name, indexes=[("by-grp", "ALL"), ("by-grp-keys", "KEYS_ONLY")])
     for typed in seed_items():
         client.put_item(TableName=name, Item=typed)
     return name

@@ -3,6 +3,7 @@
 import copy
 
 import pytest
+from botocore.exceptions import ClientError
 from conftest import HIDDEN, PK, VISIBLE
 
 from precise_ttl_read import hide_expired
@@ -89,6 +90,31 @@ def test_query_hides_expired_whatever_the_projection(client, read_table):
     page = client.query(TableName=read_table, ProjectionExpression="sk", **KEY)
     assert sks(page["Items"]) == sorted(VISIBLE)
     assert all(set(i) == {"sk"} for i in page["Items"])
+
+
+def test_scan_hides_expired_whatever_the_projection(client, read_table):
+    page = client.scan(TableName=read_table, ProjectionExpression="sk")
+    assert sks(page["Items"]) == sorted(VISIBLE) and page["Count"] == len(VISIBLE)
+
+
+def test_query_on_an_index(client, read_table):
+    both = {"a": [], "b": []}
+    for i, sk in enumerate([*HIDDEN, *VISIBLE]):
+        both["a" if i % 2 == 0 else "b"].append(sk)
+    for group, members in both.items():
+        params = {
+            "TableName": read_table,
+            "KeyConditionExpression": "grp = :g",
+            "ExpressionAttributeValues": {":g": {"S": group}},
+        }
+        page = client.query(IndexName="by-grp", **params)
+        assert sks(page["Items"]) == sorted(sk for sk in members if sk in VISIBLE)
+        # An index without the TTL cannot be filtered on it: DynamoDB (Local) refuses the Query,
+        # and HideExpired=False is the way to read it (documented).
+        with pytest.raises(ClientError, match="does not project one or more filter attributes"):
+            client.query(IndexName="by-grp-keys", **params)
+        page = client.query(IndexName="by-grp-keys", HideExpired=False, **params)
+        assert sks(page["Items"]) == sorted(members)
 
 
 def test_get_item(client, read_table):

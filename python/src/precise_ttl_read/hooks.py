@@ -75,6 +75,8 @@ class _Interceptor:
             request_items = dict(params.get("RequestItems") or {})
             strip = {}
             for table, keys_and_attributes in request_items.items():
+                if not isinstance(keys_and_attributes, dict):
+                    continue  # malformed: botocore's validation reports it
                 copied = dict(keys_and_attributes)
                 strip[table] = requests.add_ttl_to_projection(copied, ttl)
                 request_items[table] = copied
@@ -84,8 +86,8 @@ class _Interceptor:
             transact_items = []
             strip = []
             for entry in params.get("TransactItems") or []:
-                entry = dict(entry)
-                if isinstance(entry.get("Get"), dict):
+                entry = dict(entry) if isinstance(entry, dict) else entry
+                if isinstance(entry, dict) and isinstance(entry.get("Get"), dict):
                     entry["Get"] = dict(entry["Get"])
                     strip.append(requests.add_ttl_to_projection(entry["Get"], ttl))
                 else:

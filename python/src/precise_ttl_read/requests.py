@@ -46,8 +46,12 @@ def inject_filter(params, ttl_attribute, now):
     """
     if any(params.get(key) is not None for key in LEGACY):
         return False
-    _check_clash(params, rule.NAMES, rule.VALUES)
     theirs = params.get("FilterExpression")
+    if theirs is not None and not isinstance(theirs, str):
+        # Not an expression botocore can send (a condition object on a low-level client): leave
+        # it for botocore to refuse rather than replace it.
+        return False
+    _check_clash(params, rule.NAMES, rule.VALUES)
     # Both sides are parenthesised: the caller's filter may contain OR, which binds looser than AND.
     params["FilterExpression"] = (
         f"({theirs}) AND ({rule.HIDE_EXPIRED})"
