@@ -41,7 +41,12 @@ ITEMS = 100
 def git(*args):
     try:
         return subprocess.run(
-            ["git", *args], cwd=HERE, check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+            ["git", *args],
+            cwd=HERE,
+            check=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
         ).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
@@ -89,7 +94,12 @@ def set_up(client):
     for i in range(ITEMS):
         client.put_item(
             TableName=TABLE,
-            Item={"pk": {"S": PK}, "sk": {"S": f"{i:03}"}, "ttl": {"N": ttl}, "data": {"S": "x" * 64}},
+            Item={
+                "pk": {"S": PK},
+                "sk": {"S": f"{i:03}"},
+                "ttl": {"N": ttl},
+                "data": {"S": "x" * 64},
+            },
         )
 
 
@@ -102,11 +112,15 @@ def operations(plain, hidden):
                 ExpressionAttributeValues={":pk": {"S": PK}},
             )
             assert len(page["Items"]) == ITEMS and "LastEvaluatedKey" not in page
+
         return call
 
     def get(client):
         def call():
-            assert "Item" in client.get_item(TableName=TABLE, Key={"pk": {"S": PK}, "sk": {"S": "042"}})
+            assert "Item" in client.get_item(
+                TableName=TABLE, Key={"pk": {"S": PK}, "sk": {"S": "042"}}
+            )
+
         return call
 
     return {
@@ -135,7 +149,9 @@ def run(ops, rounds, record):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", help="where to write the JSON results")
-    parser.add_argument("--rounds", "-n", type=int, default=1000, help="measured rounds (default 1000)")
+    parser.add_argument(
+        "--rounds", "-n", type=int, default=1000, help="measured rounds (default 1000)"
+    )
     parser.add_argument("--warmup", type=int, default=300, help="warm-up rounds (default 300)")
     parser.add_argument("--endpoint", help="a running DynamoDB Local (default: start one)")
     args = parser.parse_args()
@@ -145,9 +161,11 @@ def main():
     started = None
     endpoint = args.endpoint
     if endpoint is None:
-        endpoint = subprocess.run(
-            [str(SCRIPT), "start"], check=True, stdout=subprocess.PIPE, text=True
-        ).stdout.strip().splitlines()[-1]
+        endpoint = (
+            subprocess.run([str(SCRIPT), "start"], check=True, stdout=subprocess.PIPE, text=True)
+            .stdout.strip()
+            .splitlines()[-1]
+        )
         started = urlparse(endpoint).port
     try:
         plain = make_client(endpoint)
@@ -195,7 +213,8 @@ def main():
             "precise_ttl_read": precise_ttl_read.__version__,
         },
         "setup": {
-            "endpoint": "DynamoDB Local" + (" (started by the bench)" if started else f" at {endpoint}"),
+            "endpoint": "DynamoDB Local"
+            + (" (started by the bench)" if started else f" at {endpoint}"),
             "items": ITEMS,
             "warmup_rounds": args.warmup,
             "rounds": args.rounds,

@@ -8,7 +8,6 @@ Credentials and region are dummies passed to each session, so no AWS configurati
 import os
 import pathlib
 import subprocess
-import time
 import uuid
 from decimal import Decimal
 from urllib.parse import urlparse
@@ -59,9 +58,11 @@ def endpoint():
     if given:
         yield given
         return
-    started = subprocess.run(
-        [str(SCRIPT), "start"], check=True, stdout=subprocess.PIPE, text=True
-    ).stdout.strip().splitlines()[-1]
+    started = (
+        subprocess.run([str(SCRIPT), "start"], check=True, stdout=subprocess.PIPE, text=True)
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     try:
         yield started
     finally:
@@ -144,7 +145,3 @@ def write_table(session_factory, endpoint):
 @pytest.fixture
 def fresh_pk():
     return f"t-{uuid.uuid4().hex[:12]}"
-
-
-def now():
-    return Decimal(str(time.time()))

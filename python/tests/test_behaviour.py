@@ -48,8 +48,11 @@ def test_attaching_twice_registers_once(new_client, read_table):
     client = new_client()
     assert hide_expired(hide_expired(client)) is client
     bodies = sent_bodies(client)
-    client.query(TableName=read_table, FilterExpression="grp = :g", **{
-        **KEY, "ExpressionAttributeValues": {":pk": {"S": PK}, ":g": {"S": "a"}}})
+    client.query(
+        TableName=read_table,
+        FilterExpression="grp = :g",
+        **{**KEY, "ExpressionAttributeValues": {":pk": {"S": PK}, ":g": {"S": "a"}}},
+    )
     assert bodies[-1]["FilterExpression"] == f"(grp = :g) AND ({HIDE_EXPIRED})"
     with pytest.raises(AlreadyAttachedError, match="ttl_attribute='ttl'"):
         hide_expired(client, "expires_at")
@@ -102,8 +105,12 @@ def test_items_that_expire_in_flight_are_hidden(new_client, write_table, fresh_p
     """The filter uses the clock at the call, the check the clock when the response arrives."""
     plain = new_client()
     now = wall_clock()
-    plain.put_item(TableName=write_table, Item=item("soon", {"N": str(now + 100)}, "a", pk=fresh_pk))
-    plain.put_item(TableName=write_table, Item=item("later", {"N": str(now + 300)}, "a", pk=fresh_pk))
+    plain.put_item(
+        TableName=write_table, Item=item("soon", {"N": str(now + 100)}, "a", pk=fresh_pk)
+    )
+    plain.put_item(
+        TableName=write_table, Item=item("later", {"N": str(now + 300)}, "a", pk=fresh_pk)
+    )
     readings = []
 
     def clock():
@@ -132,7 +139,9 @@ def test_another_ttl_attribute(new_client, write_table, fresh_pk):
             Item=item(sk, {"N": str(ttl)}, "a", ttl_attribute="expires_at", pk=fresh_pk),
         )
     # An expired value under the default name is ignored: only expires_at counts.
-    plain.put_item(TableName=write_table, Item=item("ttl-only", {"N": str(now - 5)}, "a", pk=fresh_pk))
+    plain.put_item(
+        TableName=write_table, Item=item("ttl-only", {"N": str(now - 5)}, "a", pk=fresh_pk)
+    )
     client = hide_expired(new_client(), ttl_attribute="expires_at")
     page = client.query(
         TableName=write_table,
@@ -160,7 +169,8 @@ def test_writes_are_untouched(new_client, write_table, fresh_pk):
     assert updated["Attributes"]["grp"] == {"S": "b"}
     # A PartiQL UPDATE ... RETURNING is not a SELECT: its item comes back as it is.
     returned = client.execute_statement(
-        Statement=f"UPDATE \"{write_table}\" SET grp = 'c' WHERE pk = ? AND sk = 'x' RETURNING ALL NEW *",
+        Statement=f"UPDATE \"{write_table}\" SET grp = 'c' WHERE pk = ? AND sk = 'x'"
+        " RETURNING ALL NEW *",
         Parameters=[{"S": fresh_pk}],
     )
     assert [i["grp"] for i in returned["Items"]] == [{"S": "c"}]

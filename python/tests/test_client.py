@@ -129,7 +129,10 @@ def test_get_item(client, read_table):
 def test_get_item_projection_without_the_ttl(client, read_table):
     for sk in HIDDEN:
         got = client.get_item(
-            TableName=read_table, Key=key(sk), ProjectionExpression="#d", ExpressionAttributeNames={"#d": "data"}
+            TableName=read_table,
+            Key=key(sk),
+            ProjectionExpression="#d",
+            ExpressionAttributeNames={"#d": "data"},
         )
         assert "Item" not in got
     for sk in VISIBLE:
@@ -137,13 +140,18 @@ def test_get_item_projection_without_the_ttl(client, read_table):
         assert got["Item"] == {"sk": {"S": sk}, "grp": got["Item"]["grp"]}
     # A projection that names the TTL keeps it.
     got = client.get_item(
-        TableName=read_table, Key=key("future"), ProjectionExpression="sk, #t", ExpressionAttributeNames={"#t": "ttl"}
+        TableName=read_table,
+        Key=key("future"),
+        ProjectionExpression="sk, #t",
+        ExpressionAttributeNames={"#t": "ttl"},
     )
     assert set(got["Item"]) == {"sk", "ttl"}
 
 
 def test_get_item_legacy_attributes_to_get(client, read_table):
-    assert "Item" not in client.get_item(TableName=read_table, Key=key("exp-1h"), AttributesToGet=["sk"])
+    assert "Item" not in client.get_item(
+        TableName=read_table, Key=key("exp-1h"), AttributesToGet=["sk"]
+    )
     got = client.get_item(TableName=read_table, Key=key("future"), AttributesToGet=["sk"])
     assert got["Item"] == {"sk": {"S": "future"}}
 
@@ -234,7 +242,10 @@ def test_execute_statement_pagination(client, read_table):
     while True:
         extra = {"NextToken": token} if token else {}
         page = client.execute_statement(
-            Statement=f'SELECT * FROM "{read_table}" WHERE pk = ?', Parameters=[{"S": PK}], Limit=2, **extra
+            Statement=f'SELECT * FROM "{read_table}" WHERE pk = ?',
+            Parameters=[{"S": PK}],
+            Limit=2,
+            **extra,
         )
         seen += [i["sk"]["S"] for i in page["Items"]]
         token = page.get("NextToken")
@@ -250,7 +261,9 @@ def test_batch_execute_statement_and_execute_transaction_keep_entries(client, re
         Statements=[{"Statement": statement, "Parameters": [{"S": PK}, {"S": sk}]} for sk in order]
     )["Responses"]
     transaction = client.execute_transaction(
-        TransactStatements=[{"Statement": statement, "Parameters": [{"S": PK}, {"S": sk}]} for sk in order]
+        TransactStatements=[
+            {"Statement": statement, "Parameters": [{"S": PK}, {"S": sk}]} for sk in order
+        ]
     )["Responses"]
     for responses in (batch, transaction):
         assert len(responses) == len(order)

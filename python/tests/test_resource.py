@@ -39,12 +39,18 @@ def test_table_query_with_conditions(table):
     page = table.query(KeyConditionExpression=Key("pk").eq(PK))
     assert sks(page["Items"]) == sorted(VISIBLE) and page["Count"] == len(VISIBLE)
     # The caller's condition object is turned into #n0/:v0 placeholders first, then ANDed with ours.
-    page = table.query(KeyConditionExpression=Key("pk").eq(PK), FilterExpression=Attr("grp").eq("b"))
+    page = table.query(
+        KeyConditionExpression=Key("pk").eq(PK), FilterExpression=Attr("grp").eq("b")
+    )
     everything = table.query(
-        KeyConditionExpression=Key("pk").eq(PK), FilterExpression=Attr("grp").eq("b"), HideExpired=False
+        KeyConditionExpression=Key("pk").eq(PK),
+        FilterExpression=Attr("grp").eq("b"),
+        HideExpired=False,
     )["Items"]
     assert sks(page["Items"]) == sorted(i["sk"] for i in everything if i["sk"] in VISIBLE)
-    assert table.query(KeyConditionExpression=Key("pk").eq(PK), Select="COUNT")["Count"] == len(VISIBLE)
+    assert table.query(KeyConditionExpression=Key("pk").eq(PK), Select="COUNT")["Count"] == len(
+        VISIBLE
+    )
 
 
 def test_table_query_with_string_expressions_and_python_values(table):
@@ -84,7 +90,13 @@ def test_resource_client_transact_get_items(resource, read_table):
     order = ["exp-4y", "old", "exp-1s", "millis"]
     responses = resource.meta.client.transact_get_items(
         TransactItems=[
-            {"Get": {"TableName": read_table, "Key": {"pk": PK, "sk": sk}, "ProjectionExpression": "sk"}}
+            {
+                "Get": {
+                    "TableName": read_table,
+                    "Key": {"pk": PK, "sk": sk},
+                    "ProjectionExpression": "sk",
+                }
+            }
             for sk in order
         ]
     )["Responses"]

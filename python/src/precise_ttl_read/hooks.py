@@ -154,7 +154,9 @@ def hide_expired(client_or_resource, ttl_attribute="ttl", *, clock=None):
         "provide-client-params.dynamodb", interceptor.take_switch, unique_id=_UNIQUE + "switch"
     )
     events.register_last(
-        "before-parameter-build.dynamodb", interceptor.rewrite_request, unique_id=_UNIQUE + "request"
+        "before-parameter-build.dynamodb",
+        interceptor.rewrite_request,
+        unique_id=_UNIQUE + "request",
     )
     events.register_first(
         "after-call.dynamodb", interceptor.filter_response, unique_id=_UNIQUE + "response"

@@ -104,7 +104,9 @@ def add_ttl_to_projection(params, ttl_attribute):
     return True
 
 
-_SELECT = re.compile(r"\s*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/)\s*)*select\b", re.IGNORECASE | re.DOTALL)
+_SELECT = re.compile(
+    r"\s*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/)\s*)*select\b", re.IGNORECASE | re.DOTALL
+)
 
 
 def is_select(statement):

@@ -25,8 +25,7 @@ VALUES = (NUMBER_TYPE, OLDEST, NOW)
 
 # The negation of the sweeper's delete condition: items without a Number TTL in the window pass.
 HIDE_EXPIRED = (
-    f"NOT (attribute_type({ATTRIBUTE}, {NUMBER_TYPE})"
-    f" AND {ATTRIBUTE} BETWEEN {OLDEST} AND {NOW})"
+    f"NOT (attribute_type({ATTRIBUTE}, {NUMBER_TYPE}) AND {ATTRIBUTE} BETWEEN {OLDEST} AND {NOW})"
 )
 
 
