@@ -201,12 +201,16 @@ def main():
         "command": sys.argv,
         "host": {
             "hostname": socket.gethostname(),
-            "nproc": os.cpu_count(),
+            # What `nproc` prints: the CPUs this process may run on.
+            "nproc": len(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else os.cpu_count(),
             "os": platform.platform(),
             "cpu": cpu_model(),
         },
         "runtime": {
             "python": platform.python_version(),
+            "python_executable": sys.executable,
             "implementation": platform.python_implementation(),
             "boto3": boto3.__version__,
             "botocore": botocore.__version__,

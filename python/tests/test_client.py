@@ -165,6 +165,10 @@ def test_batch_get_item(client, read_table):
         RequestItems={read_table: {"Keys": everything, "ProjectionExpression": "sk"}}
     )["Responses"][read_table]
     assert sks(projected) == sorted(VISIBLE) and all(set(i) == {"sk"} for i in projected)
+    legacy = client.batch_get_item(
+        RequestItems={read_table: {"Keys": everything, "AttributesToGet": ["sk"]}}
+    )["Responses"][read_table]
+    assert sks(legacy) == sorted(VISIBLE) and all(set(i) == {"sk"} for i in legacy)
 
 
 def test_transact_get_items_keeps_positions(client, read_table):
