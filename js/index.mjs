@@ -2,4 +2,3 @@
 import cjs from "./index.js";
 
 export const { hideExpired, showExpired, isExpired, HIDE_EXPIRED, PLACEHOLDERS, PlaceholderClash } = cjs;
-export default cjs;
