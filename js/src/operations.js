@@ -114,6 +114,26 @@ function positional(entry, plan, due, strip = false) {
   return strip ? { ...entry, Item: stripped(entry.Item, plan.ttl, true) } : entry;
 }
 
+// BatchGetItem's UnprocessedKeys with each table's projection as the caller wrote it.
+function unprocessed(keys, plan) {
+  if (!keys) return {};
+  const restored = {};
+  for (const [table, request] of Object.entries(keys)) {
+    const original = plan.original[table];
+    if (!plan.strip[table] || !original || !request) {
+      restored[table] = request;
+      continue;
+    }
+    const { ProjectionExpression: _p, ExpressionAttributeNames: _n, AttributesToGet: _a, ...rest } = request;
+    const own = {};
+    for (const k of ["ProjectionExpression", "ExpressionAttributeNames", "AttributesToGet"]) {
+      if (original[k] !== undefined) own[k] = original[k];
+    }
+    restored[table] = { ...rest, ...own };
+  }
+  return { UnprocessedKeys: restored };
+}
+
 const queryOrScan = {
   request: (input, ttl, due) => ({ input: withFilter(input, ttl, due), plan: { ttl, strip: false } }),
   response(output, plan, due) {
@@ -154,7 +174,7 @@ const OPERATIONS = {
         RequestItems[table] = projected.request;
         strip[table] = projected.strip;
       }
-      return { input: { ...input, RequestItems }, plan: { ttl, strip } };
+      return { input: { ...input, RequestItems }, plan: { ttl, strip, original: input.RequestItems ?? {} } };
     },
     response(output, plan, due) {
       if (!output.Responses) return output;
@@ -163,7 +183,9 @@ const OPERATIONS = {
         Responses[table] = Array.isArray(items) ? visible(items, { ttl: plan.ttl, strip: plan.strip[table] }, due) : items;
       }
       // UnprocessedKeys are keys, not items: the caller retries them and we judge them then.
-      return { ...output, Responses };
+      // UnprocessedKeys echo the request as sent; the caller sends them again, so they get the
+      // caller's own projection back (ours would clash with the placeholder on the retry).
+      return { ...output, Responses, ...unprocessed(output.UnprocessedKeys, plan) };
     },
   },
 
