@@ -1,12 +1,48 @@
-//! Reading a DynamoDB table without seeing expired items: [`ReadFilter::hide_expired`] applied
-//! to the SDK's Query and Scan builders, and [`is_expired`] for items read by key.
+//! Reading a DynamoDB table without seeing expired items, by the rule the sweeper and native TTL
+//! delete by: an item is expired when its TTL attribute is a Number within the last five years,
+//! up to now; anything else (no TTL, a String, a future or millisecond value, one older than five
+//! years) stays visible.
 //!
 //! Deletion trails expiry: by a fraction of a second with precise-ttl running, by much longer
 //! during a backlog, an outage or the adoption of an existing table, and by days with native TTL
-//! alone. Readers that must treat an expired item as gone use these, which judge expiry exactly
-//! as the sweeper and native TTL do. `docs/reading.md` has the same filter for Python and
+//! alone. Readers that must treat an expired item as gone have two ways here:
+//!
+//! - [`HideExpired`], an interceptor for the SDK client's config, hides expired items from every
+//!   read the client makes (Query, Scan, GetItem, BatchGetItem, TransactGetItems and PartiQL);
+//!   [`ShowExpired`] switches it off for one call. Its docs list what each operation does.
+//! - The helpers, for one request at a time: [`hide_expired_query`] and [`hide_expired_scan`] add
+//!   the filter to a builder, [`is_expired`] judges an item read by key.
+//!
+//! Both judge by one rule, `precise_ttl_core`'s. `docs/reading.md` has the same for Python and
 //! JavaScript, and the caveats (filters do not save read capacity; `Limit` counts filtered-out
 //! items).
+//!
+//! Writes are not intercepted. A put or update that must treat an expired item as absent (say,
+//! "create unless it exists") conditions on the same rule:
+//!
+//! ```no_run
+//! use aws_sdk_dynamodb::types::AttributeValue;
+//! use precise_ttl_core::DueWindow;
+//!
+//! # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), aws_sdk_dynamodb::Error> {
+//! let window = DueWindow::at(precise_ttl_read::now());
+//! let n = |t: precise_ttl_core::Timestamp| AttributeValue::N(t.to_epoch_seconds_text());
+//! client
+//!     .put_item()
+//!     .table_name("sessions")
+//!     .item("pk", AttributeValue::S("user#42".into()))
+//!     .condition_expression(
+//!         "attribute_not_exists(pk) OR (attribute_type(#ttl, :N) AND #ttl BETWEEN :oldest AND :now)",
+//!     )
+//!     .expression_attribute_names("#ttl", "ttl")
+//!     .expression_attribute_values(":N", AttributeValue::S("N".into()))
+//!     .expression_attribute_values(":oldest", n(window.oldest))
+//!     .expression_attribute_values(":now", n(window.until))
+//!     .send()
+//!     .await?;
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! This crate depends on precise-ttl's pure rules and the AWS SDK only, so an application that
 //! reads its table does not compile the sweeper, the archive or the S3 SDK.
@@ -14,19 +50,32 @@
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::scan::builders::ScanFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
-use precise_ttl_core::{FilterValue, ReadFilter, Timestamp};
+use filter::Merged;
+use precise_ttl_core::{ReadFilter, Timestamp};
 use std::collections::HashMap;
+
+mod clock;
+mod erased;
+mod error;
+mod filter;
+mod interceptor;
+mod projection;
+mod request;
+mod response;
+
+pub use clock::now;
+pub use error::PlaceholderInUse;
+pub use interceptor::{HideExpired, ShowExpired};
 
 /// The builder with the hide-expired filter merged into its own: Query's and Scan's builders have
 /// the same methods but no common trait.
 macro_rules! with_filter {
     ($builder:ident, $ttl_attribute:ident, $now:ident) => {{
         let merged = Merged::new(
+            &ReadFilter::hide_expired($ttl_attribute, $now),
             $builder.get_filter_expression(),
             $builder.get_expression_attribute_names(),
             $builder.get_expression_attribute_values(),
-            $ttl_attribute,
-            $now,
         );
         $builder
             .filter_expression(merged.expression)
@@ -165,105 +214,11 @@ pub fn is_expired(
     precise_ttl_core::is_expired(&ttl_value(item.get(ttl_attribute)), now)
 }
 
-/// A request's filter, names and values with the hide-expired filter added.
-struct Merged {
-    expression: String,
-    names: HashMap<String, String>,
-    values: HashMap<String, AttributeValue>,
-}
-
-impl Merged {
-    fn new(
-        expression: &Option<String>,
-        names: &Option<HashMap<String, String>>,
-        values: &Option<HashMap<String, AttributeValue>>,
-        ttl_attribute: &str,
-        now: Timestamp,
-    ) -> Self {
-        let filter = ReadFilter::hide_expired(ttl_attribute, now);
-        let mut names = names.clone().unwrap_or_default();
-        for (placeholder, attribute) in filter.names.iter().cloned() {
-            // Applying the filter twice is harmless (the later `now` wins), but with two TTL
-            // attributes the first clause would silently start testing the second one.
-            debug_assert!(
-                names.get(&placeholder).is_none_or(|a| *a == attribute),
-                "{placeholder} already names {:?}, not {attribute:?}",
-                names[&placeholder]
-            );
-            names.insert(placeholder, attribute);
-        }
-        let mut values = values.clone().unwrap_or_default();
-        values.extend(
-            filter
-                .values
-                .iter()
-                .map(|(placeholder, value)| (placeholder.clone(), attribute_value(value))),
-        );
-        Merged {
-            expression: filter.and(expression.as_deref().unwrap_or_default()),
-            names,
-            values,
-        }
-    }
-}
-
-fn attribute_value(value: &FilterValue) -> AttributeValue {
-    match value {
-        FilterValue::Number(text) => AttributeValue::N(text.clone()),
-        FilterValue::Text(text) => AttributeValue::S(text.clone()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const NOW: Timestamp = Timestamp::from_secs(1_800_000_000);
-
-    #[test]
-    fn merges_with_what_the_caller_already_set() {
-        let caller_names = Some(HashMap::from([("#kind".to_string(), "kind".to_string())]));
-        let caller_values = Some(HashMap::from([(
-            ":kind".to_string(),
-            AttributeValue::S("a".into()),
-        )]));
-        let m = Merged::new(
-            &Some("#kind = :kind".to_string()),
-            &caller_names,
-            &caller_values,
-            "ttl",
-            NOW,
-        );
-        let ours = ReadFilter::hide_expired("ttl", NOW);
-        assert_eq!(
-            m.expression,
-            format!("(#kind = :kind) AND ({})", ours.expression)
-        );
-        assert_eq!(m.names.len(), 2);
-        assert_eq!(m.names["#kind"], "kind");
-        assert_eq!(m.names["#precise_ttl_attr"], "ttl");
-        assert_eq!(m.values.len(), 4);
-        assert_eq!(m.values[":kind"], AttributeValue::S("a".into()));
-        assert_eq!(
-            m.values[":precise_ttl_number"],
-            AttributeValue::S("N".into())
-        );
-        assert_eq!(
-            m.values[":precise_ttl_now"],
-            AttributeValue::N("1800000000".into())
-        );
-    }
-
-    #[test]
-    fn stands_alone_on_a_bare_request() {
-        let m = Merged::new(&None, &None, &None, "expires", NOW);
-        assert_eq!(
-            m.expression,
-            ReadFilter::hide_expired("expires", NOW).expression
-        );
-        assert_eq!(m.names.len(), 1);
-        assert_eq!(m.values.len(), 3);
-    }
 
     #[test]
     fn items_read_by_key_follow_native_ttl() {
