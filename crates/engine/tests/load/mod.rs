@@ -57,7 +57,13 @@ struct Planned {
 }
 
 fn config() -> PartitionedConfig {
-    PartitionedConfig::default()
+    let p99 = std::env::var("P99").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    let p50 = std::env::var("P50").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    PartitionedConfig {
+        latency: Duration::from_millis(p50),
+        latency_p99: Duration::from_millis(p99),
+        ..PartitionedConfig::default()
+    }
 }
 
 fn plan(w: &Workload, store: &PartitionedConfig) -> Vec<Planned> {
