@@ -9,7 +9,8 @@
 //! when every bucket it touches holds a token; a refused one writes nothing and fails with
 //! [`StoreError::throttled`] of the refusing scope. [`ExpiryStore::delete_many_if_due`] is a
 //! batch of up to 25 with one outcome per item, as DynamoDB's `BatchExecuteStatement` answers.
-//! Every request takes a fixed latency (`tokio::time::sleep`), and buckets read
+//! Every request takes a round trip (`tokio::time::sleep`; fixed, or log-normal from a seeded
+//! source as the simulator's), a delete taking effect half way, and buckets read
 //! `tokio::time::Instant`, so under `tokio::time::pause()` a run is the same on every machine.
 //!
 //! It reimplements the reference store's rules ([`crate::memory`]: the index holds only items
@@ -199,6 +200,15 @@ impl PartitionedStore {
 
     pub fn config(&self) -> &PartitionedConfig {
         &self.config
+    }
+
+    /// One request's round trip, split where the request takes effect: half way, on whole
+    /// milliseconds (tokio's timer rounds a sleep up to the next one, so a fixed round trip
+    /// stays exactly its length).
+    fn halves(&self) -> (Duration, Duration) {
+        let trip = self.round_trip();
+        let first = Duration::from_millis((trip / 2).as_millis() as u64);
+        (first, trip - first)
     }
 
     /// One request's round trip, drawn from the store's seeded source.
@@ -392,15 +402,15 @@ impl ExpiryStore for PartitionedStore {
         key: &String,
         window: DueWindow,
     ) -> Result<DeleteOutcome, StoreError> {
-        let trip = self.round_trip();
-        tokio::time::sleep(trip / 2).await;
+        let (there, back) = self.halves();
+        tokio::time::sleep(there).await;
         let result = {
             let now = Instant::now();
             let mut s = self.lock();
             s.counts.delete_requests += 1;
             self.delete_one(&mut s, key, window, now)
         };
-        tokio::time::sleep(trip - trip / 2).await;
+        tokio::time::sleep(back).await;
         result
     }
 
@@ -411,25 +421,25 @@ impl ExpiryStore for PartitionedStore {
         keys: &[String],
         window: DueWindow,
     ) -> Vec<Result<DeleteOutcome, StoreError>> {
-        let trip = self.round_trip();
-        tokio::time::sleep(trip / 2).await;
+        let (there, back) = self.halves();
+        tokio::time::sleep(there).await;
         let results = {
             let now = Instant::now();
             let mut s = self.lock();
             s.counts.delete_requests += 1;
             keys.iter()
-            .map(|k| {
-                let r = self.delete_one(&mut s, k, window, now);
-                match r {
-                    Err(e) if !self.config.batch_scope && e.throttle.is_some() => {
-                        Err(StoreError::new(ErrorClass::Throttled, e.message))
+                .map(|k| {
+                    let r = self.delete_one(&mut s, k, window, now);
+                    match r {
+                        Err(e) if !self.config.batch_scope && e.throttle.is_some() => {
+                            Err(StoreError::new(ErrorClass::Throttled, e.message))
+                        }
+                        r => r,
                     }
-                    r => r,
-                }
-            })
-            .collect::<Vec<_>>()
+                })
+                .collect::<Vec<_>>()
         };
-        tokio::time::sleep(trip - trip / 2).await;
+        tokio::time::sleep(back).await;
         results
     }
 
