@@ -466,6 +466,7 @@ mod tests {
         let store = PartitionedStore::new(PartitionedConfig {
             table_partitions: 1,
             latency: Duration::ZERO,
+            batch_scope: true,
             ..PartitionedConfig::default()
         });
         for i in 0..300 {
@@ -499,6 +500,7 @@ mod tests {
         let store = PartitionedStore::new(PartitionedConfig {
             latency: Duration::ZERO,
             index_partition_wcu: 100.0,
+            batch_scope: true,
             ..PartitionedConfig::default()
         });
         for i in 0..50 {
