@@ -9,7 +9,8 @@
 //! when every bucket it touches holds a token; a refused one writes nothing and fails with
 //! [`StoreError::throttled`] of the refusing scope. [`ExpiryStore::delete_many_if_due`] is a
 //! batch of up to 25 with one outcome per item, as DynamoDB's `BatchExecuteStatement` answers.
-//! Every request takes a fixed latency (`tokio::time::sleep`), and buckets read
+//! Every request takes a round trip (`tokio::time::sleep`; fixed, or log-normal from a seeded
+//! source as the simulator's), a delete taking effect half way, and buckets read
 //! `tokio::time::Instant`, so under `tokio::time::pause()` a run is the same on every machine.
 //!
 //! It reimplements the reference store's rules ([`crate::memory`]: the index holds only items
@@ -93,8 +94,13 @@ pub struct PartitionedConfig {
     pub index_wcu: f64,
     /// Seconds of unused capacity a bucket keeps (0.1, as `bench --simulated`).
     pub burst_seconds: f64,
-    /// Time every request (query or delete batch) takes, end to end.
+    /// The median time a request (query or delete batch) takes, end to end.
     pub latency: Duration,
+    /// Its 99th percentile: equal to `latency`, every request takes exactly that long; above
+    /// it, a seeded log-normal draw as the simulator's (`precise_ttl_sim::Latency`). A delete
+    /// takes effect half way through its request, as one reaches the service about half way
+    /// through its round trip.
+    pub latency_p99: Duration,
     /// Keys per `delete_many_if_due` (BatchExecuteStatement: 25).
     pub max_batch: usize,
     /// Seed of the key hash: which table partition each key lands on.
@@ -115,6 +121,7 @@ impl Default for PartitionedConfig {
             index_wcu: f64::INFINITY,
             burst_seconds: 0.1,
             latency: Duration::from_millis(5),
+            latency_p99: Duration::from_millis(5),
             max_batch: 25,
             hash_seed: 0,
             batch_scope: false,
@@ -153,6 +160,7 @@ struct State {
     index_partitions: HashMap<u16, Bucket>,
     index_total: Bucket,
     counts: PartitionedCounts,
+    rng: fastrand::Rng,
 }
 
 /// The in-memory store with partitioned capacity; see the module's documentation.
@@ -181,6 +189,7 @@ impl PartitionedStore {
                 table_partition_writes: vec![0; n],
                 ..PartitionedCounts::default()
             },
+            rng: fastrand::Rng::with_seed(config.hash_seed ^ 0x5DEE_CE66),
         };
         PartitionedStore {
             config,
@@ -191,6 +200,30 @@ impl PartitionedStore {
 
     pub fn config(&self) -> &PartitionedConfig {
         &self.config
+    }
+
+    /// One request's round trip, split where the request takes effect: half way, on whole
+    /// milliseconds (tokio's timer rounds a sleep up to the next one, so a fixed round trip
+    /// stays exactly its length).
+    fn halves(&self) -> (Duration, Duration) {
+        let trip = self.round_trip();
+        let first = Duration::from_millis((trip / 2).as_millis() as u64);
+        (first, trip - first)
+    }
+
+    /// One request's round trip, drawn from the store's seeded source.
+    fn round_trip(&self) -> Duration {
+        let (p50, p99) = (self.config.latency, self.config.latency_p99);
+        if p99 <= p50 || p50.is_zero() {
+            return p50;
+        }
+        // Box-Muller; the 99th percentile of the standard normal is 2.326.
+        let mut s = self.lock();
+        let u1 = s.rng.f64().max(f64::MIN_POSITIVE);
+        let u2 = s.rng.f64();
+        let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+        let sigma = (p99.as_secs_f64() / p50.as_secs_f64()).ln() / 2.326_347_874;
+        Duration::from_secs_f64((p50.as_secs_f64() * (sigma * z).exp()).min(1.0))
     }
 
     /// The table partition of `key`: seeded FNV-1a of its bytes, modulo the partition count.
@@ -326,7 +359,7 @@ impl ExpiryStore for PartitionedStore {
         cursor: Option<Self::Cursor>,
         limit: u32,
     ) -> Result<DuePage<String, Self::Cursor>, StoreError> {
-        tokio::time::sleep(self.config.latency).await;
+        tokio::time::sleep(self.round_trip()).await;
         let mut s = self.lock();
         s.counts.queries += 1;
         let Some(set) = s.index.get(&shard.0) else {
@@ -369,11 +402,16 @@ impl ExpiryStore for PartitionedStore {
         key: &String,
         window: DueWindow,
     ) -> Result<DeleteOutcome, StoreError> {
-        tokio::time::sleep(self.config.latency).await;
-        let now = Instant::now();
-        let mut s = self.lock();
-        s.counts.delete_requests += 1;
-        self.delete_one(&mut s, key, window, now)
+        let (there, back) = self.halves();
+        tokio::time::sleep(there).await;
+        let result = {
+            let now = Instant::now();
+            let mut s = self.lock();
+            s.counts.delete_requests += 1;
+            self.delete_one(&mut s, key, window, now)
+        };
+        tokio::time::sleep(back).await;
+        result
     }
 
     /// One request for all `keys`: admitted or refused item by item, in order, at the instant
@@ -383,21 +421,26 @@ impl ExpiryStore for PartitionedStore {
         keys: &[String],
         window: DueWindow,
     ) -> Vec<Result<DeleteOutcome, StoreError>> {
-        tokio::time::sleep(self.config.latency).await;
-        let now = Instant::now();
-        let mut s = self.lock();
-        s.counts.delete_requests += 1;
-        keys.iter()
-            .map(|k| {
-                let r = self.delete_one(&mut s, k, window, now);
-                match r {
-                    Err(e) if !self.config.batch_scope && e.throttle.is_some() => {
-                        Err(StoreError::new(ErrorClass::Throttled, e.message))
+        let (there, back) = self.halves();
+        tokio::time::sleep(there).await;
+        let results = {
+            let now = Instant::now();
+            let mut s = self.lock();
+            s.counts.delete_requests += 1;
+            keys.iter()
+                .map(|k| {
+                    let r = self.delete_one(&mut s, k, window, now);
+                    match r {
+                        Err(e) if !self.config.batch_scope && e.throttle.is_some() => {
+                            Err(StoreError::new(ErrorClass::Throttled, e.message))
+                        }
+                        r => r,
                     }
-                    r => r,
-                }
-            })
-            .collect()
+                })
+                .collect::<Vec<_>>()
+        };
+        tokio::time::sleep(back).await;
+        results
     }
 
     fn max_batch(&self) -> usize {
@@ -423,6 +466,7 @@ mod tests {
         let store = PartitionedStore::new(PartitionedConfig {
             table_partitions: 1,
             latency: Duration::ZERO,
+            batch_scope: true,
             ..PartitionedConfig::default()
         });
         for i in 0..300 {
@@ -456,6 +500,7 @@ mod tests {
         let store = PartitionedStore::new(PartitionedConfig {
             latency: Duration::ZERO,
             index_partition_wcu: 100.0,
+            batch_scope: true,
             ..PartitionedConfig::default()
         });
         for i in 0..50 {

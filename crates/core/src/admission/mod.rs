@@ -20,14 +20,16 @@
 //!   partition.
 //! - **Each controller answers its own refusals.** An index partition's refusal limits that
 //!   lane alone ([`lane::LaneLimit`]). Refusals of the whole table or index engage the table's
-//!   send rate once they are a large share of what it is sent ([`table::TableRate`]): the items
-//!   then wait here in order of expiry instead of racing at the store. A table partition's
-//!   refusal (named, or of unknown scope spread over the lanes, as a batch statement's are)
-//!   engages nothing: the item goes again after a few milliseconds and takes one of its
-//!   partition's next tokens. A send rate for the whole table would hold back the items of every
-//!   other partition while one is full, and the capacity they leave unused is lost for good
-//!   (measured on the engine's deterministic load tests, docs/benchmarks.md). A timeout or a 5xx
-//!   cuts the requests in flight ([`Aimd`]).
+//!   send rate once they are a tenth of what it is sent ([`table::TableRate::for_table`]): the
+//!   items then wait here in order of expiry instead of racing at the store. Refusals of table
+//!   partitions (named, or of unknown scope spread over the lanes, as a batch statement's are)
+//!   engage a looser send rate only once they are half of what is sent, and it lets twice what
+//!   the table accepts go ([`table::TableRate::for_partitions`]): a rate near what the table
+//!   accepts would hold back every other partition's items while one is full, and the capacity
+//!   they leave unused is lost for good; no rate at all lets a full partition's items be refused
+//!   again and again at random while newer ones pass, which makes the worst lags (both measured
+//!   on the engine's deterministic load tests, docs/benchmarks.md). A timeout or a 5xx cuts the
+//!   requests in flight ([`Aimd`]).
 //! - **"Behind" is judged per lane** ([`Admission::oldest_waiting`]).
 //!
 //! Time is an argument (wall time of the engine's clock), and the random order of ties comes from
@@ -183,7 +185,10 @@ pub struct Admission<T> {
     /// When the oldest on-time item waiting became ready, for the linger.
     on_time_since: Option<Timestamp>,
     table: Aimd,
+    /// The table's send rate, engaged by whole-table (or whole-index) refusals.
     table_rate: TableRate,
+    /// The send rate engaged when most of what is sent is refused by table partitions.
+    partitions_rate: TableRate,
     budget: BacklogBudget,
     bucket: Option<TokenBucket>,
     in_flight: usize,
@@ -226,7 +231,8 @@ impl<T: Ticket> Admission<T> {
                 settings.max_concurrency,
                 TABLE_CUT_COOLDOWN,
             ),
-            table_rate: TableRate::default(),
+            table_rate: TableRate::for_table(),
+            partitions_rate: TableRate::for_partitions(),
             budget: BacklogBudget::new(settings.backlog_ceiling),
             bucket: settings
                 .max_per_second
@@ -347,12 +353,17 @@ impl<T: Ticket> Admission<T> {
             }
         }
         cap = self.table_rate.available(now, cap);
+        cap = self.partitions_rate.available(now, cap);
         if cap == 0 {
             return Decision::Wait {
-                until: [self.table_rate.next_at(now), self.wake_at(lingering)]
-                    .into_iter()
-                    .flatten()
-                    .min(),
+                until: [
+                    self.table_rate.next_at(now),
+                    self.partitions_rate.next_at(now),
+                    self.wake_at(lingering),
+                ]
+                .into_iter()
+                .flatten()
+                .min(),
             };
         }
         if let Some(bucket) = self.bucket.as_mut()
@@ -369,6 +380,7 @@ impl<T: Ticket> Admission<T> {
             };
         }
         self.table_rate.took(items.len());
+        self.partitions_rate.took(items.len());
         match class {
             Class::OnTime => {
                 self.on_time -= items.len();
@@ -398,8 +410,9 @@ impl<T: Ticket> Admission<T> {
         }
         self.table.on_successes(answer.settled_lanes.len());
         let mut refused = 0usize;
-        // Refusals of the table or its partitions, not of one lane's index partition.
+        // Refusals of the whole table or index, and of table partitions.
         let mut table_refused = 0usize;
+        let mut partitions_refused = 0usize;
         for again in &answer.again {
             let lane = self.lane_of(&again.item);
             let Some(scope) = again.refused else {
@@ -414,9 +427,7 @@ impl<T: Ticket> Admission<T> {
                 ThrottleScope::IndexPartition => self.lanes[lane].limit.refused(now),
                 ThrottleScope::Unknown => entry.2 += 1,
                 ThrottleScope::Table | ThrottleScope::Index => table_refused += 1,
-                // A table partition's refusal says nothing of the table's capacity: the item
-                // goes again soon and takes the partition's next token (see `table`).
-                ThrottleScope::TablePartition => {}
+                ThrottleScope::TablePartition => partitions_refused += 1,
             }
         }
         self.share.add(now, answer.items as f64, refused as f64);
@@ -433,12 +444,16 @@ impl<T: Ticket> Admission<T> {
             }
             // Refusals with no scope given (a batch statement's): one lane's index partition when
             // that lane is refused far more than the others ([`share`]); spread over the lanes,
-            // the table's partitions', which no send rate of the table's serves better.
+            // the table's partitions'.
             if state.share.is_hot_lane(&self.share) {
                 state.limit.refused(now);
+            } else {
+                partitions_refused += unknown;
             }
         }
         self.table_rate.answered(now, answer.items, table_refused);
+        self.partitions_rate
+            .answered(now, answer.items, partitions_refused);
         if answer.congested {
             self.table.on_throttle(now, 1.0);
         }
@@ -462,7 +477,10 @@ impl<T: Ticket> Admission<T> {
         Snapshot {
             concurrency_limit: self.table.limit(),
             in_flight: self.in_flight,
-            table_rate: self.table_rate.rate(),
+            table_rate: [self.table_rate.rate(), self.partitions_rate.rate()]
+                .into_iter()
+                .flatten()
+                .reduce(f64::min),
             limited_lanes: self
                 .lanes
                 .iter()
