@@ -80,7 +80,7 @@ pub const LOOKBACK: Setting = Setting {
 pub const CONCURRENCY: Setting = Setting {
     name: "concurrency",
     default: Some("64"),
-    meaning: "Most delete requests in flight at once, across all shards (1 to 1024); `run` adapts below it",
+    meaning: "Most delete requests in flight at once, across all shards (1 to 1024); admission adapts below it",
 };
 pub const PAGE_SIZE: Setting = Setting {
     name: "page-size",

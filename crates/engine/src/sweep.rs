@@ -1,19 +1,18 @@
-//! One pass over every partition of the expiry index: page through the due items and delete
-//! each one conditionally.
+//! One pass over every partition of the expiry index (`sweep`): page through the due items and
+//! delete each one conditionally, through the daemon's own dispatcher ([`Daemon::pass`]), so a
+//! pass batches, answers refusals and retries exactly as `run` and the Lambda do.
 //!
-//! Memory stays bounded whatever the backlog: a partition holds at most one page of keys, and the
-//! number of deletes in flight is capped by a semaphore shared by all partitions, so a huge one
-//! cannot starve the others of more than its share of permits.
+//! Memory stays bounded whatever the backlog: a partition read holds at most one page of keys,
+//! and admission takes in only what the requests in flight can carry.
 
 use crate::clock::Clock;
-use crate::counters::Counters;
+use crate::daemon::{Daemon, DaemonConfig, DaemonError};
 use crate::observe::{NoopObserver, Observer};
 use crate::partition::Partitioning;
 use crate::retry::with_backoff;
-use crate::store::{DeleteOutcome, DueItem, ExpiryStore, StoreError};
+use crate::store::{ExpiryStore, StoreError};
 use precise_ttl_core::{Backoff, DueWindow, ErrorClass, Timestamp};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use thiserror::Error;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -22,7 +21,7 @@ use tokio::task::JoinSet;
 pub struct SweepConfig {
     /// Keys asked for per index query; bounds the memory a partition holds.
     pub page_size: u32,
-    /// Deletes in flight across all partitions.
+    /// Delete requests in flight at most (as `run`'s `--concurrency`).
     pub concurrency: usize,
     /// Partitions paged through at the same time.
     pub shard_parallelism: usize,
@@ -102,27 +101,6 @@ impl<S: ExpiryStore, C: Clock> std::fmt::Debug for Sweeper<S, C> {
     }
 }
 
-/// A pass's tallies, and what stops it.
-#[derive(Default)]
-struct PassState {
-    counts: Counters,
-    max_lag_ms: Mutex<Option<i64>>,
-    stop: AtomicBool,
-    fatal: Mutex<Option<StoreError>>,
-}
-
-impl PassState {
-    fn fail(&self, e: StoreError) {
-        self.stop.store(true, Ordering::SeqCst);
-        let mut slot = self.fatal.lock().unwrap_or_else(|p| p.into_inner());
-        slot.get_or_insert(e);
-    }
-
-    fn stopped(&self) -> bool {
-        self.stop.load(Ordering::SeqCst)
-    }
-}
-
 impl<S: ExpiryStore, C: Clock> Sweeper<S, C> {
     pub fn new(
         store: Arc<S>,
@@ -157,11 +135,24 @@ impl<S: ExpiryStore, C: Clock> Sweeper<S, C> {
         } else {
             Vec::new()
         };
-        let mut partitions: Vec<S::Partition> = (0..self.partitioning.lanes())
-            .flat_map(|lane| self.partitioning.partitions(lane, window))
+        let lanes = self.partitioning.lanes().max(1);
+        let mut partitions: Vec<(usize, S::Partition)> = (0..lanes)
+            .flat_map(|lane| {
+                self.partitioning
+                    .partitions(lane, window)
+                    .into_iter()
+                    .map(move |p| (lane, p))
+            })
             .collect();
-        partitions.extend(strays.iter().cloned());
-        let mut report = self.sweep_partitions(window, &partitions).await?;
+        // A stray partition has no lane of its own; admission only needs one to queue it under.
+        partitions.extend(
+            strays
+                .iter()
+                .cloned()
+                .enumerate()
+                .map(|(i, p)| (i % lanes, p)),
+        );
+        let mut report = self.pass(window, partitions).await?;
         report.strays = strays;
         Ok(report)
     }
@@ -214,212 +205,66 @@ impl<S: ExpiryStore, C: Clock> Sweeper<S, C> {
         Ok(found)
     }
 
-    /// Deletes every item due in `window` on `partitions`.
+    /// Deletes every item due in `window` on `partitions`, each filed under the lane of its
+    /// position (partition `i` under lane `i` modulo the lanes: a shard count's partitions are
+    /// its lanes, in order).
     pub async fn sweep_partitions(
         &self,
         window: DueWindow,
         partitions: &[S::Partition],
     ) -> Result<SweepReport<S::Partition>, SweepError> {
-        let counters = Arc::new(PassState::default());
-        let delete_permits = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
-        let shard_permits = Arc::new(Semaphore::new(self.config.shard_parallelism.max(1)));
-        let mut shards = JoinSet::new();
-        for partition in partitions.iter().cloned() {
-            let pass = PartitionPass {
-                store: Arc::clone(&self.store),
-                clock: Arc::clone(&self.clock),
-                observer: Arc::clone(&self.observer),
-                counters: Arc::clone(&counters),
-                delete_permits: Arc::clone(&delete_permits),
-                config: self.config.clone(),
-                partition,
-                window,
-            };
-            let shard_permits = Arc::clone(&shard_permits);
-            shards.spawn(async move {
-                let _permit = shard_permits.acquire_owned().await;
-                pass.run().await;
-            });
-        }
-        while let Some(joined) = shards.join_next().await {
-            if let Err(e) = joined {
-                // A panicking task is a bug; surface it rather than report a clean pass.
-                std::panic::resume_unwind(e.into_panic());
-            }
-        }
-        if let Some(e) = counters
-            .fatal
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
-            return Err(SweepError::Fatal(e));
-        }
-        let tally = counters.counts.tally();
+        let lanes = self.partitioning.lanes().max(1);
+        let laned = partitions
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, p)| (i % lanes, p))
+            .collect();
+        self.pass(window, laned).await
+    }
+
+    /// The pass itself: the daemon's dispatcher over these partitions' due items
+    /// ([`Daemon::pass`]), so `sweep`, `run` and the Lambda delete through one admission.
+    async fn pass(
+        &self,
+        window: DueWindow,
+        partitions: Vec<(usize, S::Partition)>,
+    ) -> Result<SweepReport<S::Partition>, SweepError> {
+        let count = partitions.len() as u64;
+        // The daemon's settings for what a pass sets (one meaning per flag: `--concurrency` is
+        // requests in flight for both), its own constants for the rest.
+        let settings = crate::settings::DaemonSettings {
+            concurrency: self.config.concurrency.max(1) as u64,
+            page_size: self.config.page_size,
+            max_attempts: self.config.backoff.max_attempts,
+            ..crate::settings::DaemonSettings::default()
+        };
+        let config = DaemonConfig {
+            backoff: self.config.backoff,
+            stray_check_interval: None,
+            ..DaemonConfig::from_settings(&settings)
+        };
+        let report = Daemon::new(
+            Arc::clone(&self.store),
+            Arc::clone(&self.clock),
+            Arc::clone(&self.partitioning),
+            config,
+        )
+        .with_observer(Arc::clone(&self.observer))
+        .pass(partitions, window, self.config.shard_parallelism)
+        .await
+        .map_err(|DaemonError::Fatal(e)| SweepError::Fatal(e))?;
         Ok(SweepReport {
             now: window.until,
-            deleted: tally.deleted,
-            skipped: tally.skipped,
-            unconfirmed: tally.unconfirmed,
-            errors: tally.errors,
-            throttled: tally.throttled,
-            pages: tally.queries,
-            partitions: partitions.len() as u64,
-            max_lag_ms: *counters
-                .max_lag_ms
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
+            deleted: report.deleted,
+            skipped: report.skipped,
+            unconfirmed: report.unconfirmed,
+            errors: report.errors,
+            throttled: report.throttled,
+            pages: report.queries,
+            partitions: count,
+            max_lag_ms: report.lag.map(|l| l.max_ms as i64),
             strays: Vec::new(),
         })
-    }
-}
-
-struct PartitionPass<S: ExpiryStore, C: Clock> {
-    store: Arc<S>,
-    clock: Arc<C>,
-    observer: Arc<dyn Observer<S::Key>>,
-    counters: Arc<PassState>,
-    delete_permits: Arc<Semaphore>,
-    config: SweepConfig,
-    partition: S::Partition,
-    window: DueWindow,
-}
-
-impl<S: ExpiryStore, C: Clock> PartitionPass<S, C> {
-    async fn run(self) {
-        let mut deletes = JoinSet::new();
-        let mut cursor = None;
-        loop {
-            if self.counters.stopped() {
-                break;
-            }
-            let page = with_backoff(
-                &self.config.backoff,
-                || self.note_throttle(),
-                || {
-                    self.store.due_page(
-                        &self.partition,
-                        self.window,
-                        cursor.clone(),
-                        self.config.page_size,
-                    )
-                },
-            )
-            .await;
-            let page = match page {
-                Ok(p) => p,
-                Err(e) => {
-                    // Without the index we cannot make progress on this partition; say so loudly.
-                    self.counters.fail(e);
-                    break;
-                }
-            };
-            self.counters.counts.query("sweep");
-            self.observer.page(page.items.len());
-            for item in page.items {
-                if self.counters.stopped() {
-                    break;
-                }
-                let Ok(permit) = Arc::clone(&self.delete_permits).acquire_owned().await else {
-                    break;
-                };
-                let task = DeleteTask {
-                    store: Arc::clone(&self.store),
-                    clock: Arc::clone(&self.clock),
-                    observer: Arc::clone(&self.observer),
-                    counters: Arc::clone(&self.counters),
-                    backoff: self.config.backoff,
-                };
-                deletes.spawn(async move {
-                    task.run(item).await;
-                    drop(permit);
-                });
-                while let Some(done) = deletes.try_join_next() {
-                    if let Err(e) = done {
-                        std::panic::resume_unwind(e.into_panic());
-                    }
-                }
-            }
-            match page.next {
-                Some(next) => cursor = Some(next),
-                None => break,
-            }
-        }
-        while let Some(done) = deletes.join_next().await {
-            if let Err(e) = done {
-                std::panic::resume_unwind(e.into_panic());
-            }
-        }
-    }
-
-    fn note_throttle(&self) {
-        self.counters.counts.throttled();
-        self.observer.throttled();
-    }
-}
-
-struct DeleteTask<S: ExpiryStore, C: Clock> {
-    store: Arc<S>,
-    clock: Arc<C>,
-    observer: Arc<dyn Observer<S::Key>>,
-    counters: Arc<PassState>,
-    backoff: Backoff,
-}
-
-impl<S: ExpiryStore, C: Clock> DeleteTask<S, C> {
-    async fn run(self, item: DueItem<S::Key>) {
-        // As in the daemon: after a lost answer, "gone" cannot say who deleted the item.
-        let answer_lost = std::sync::atomic::AtomicBool::new(false);
-        let result = with_backoff(
-            &self.backoff,
-            || {
-                self.counters.counts.throttled();
-                self.observer.throttled();
-            },
-            || {
-                // The window is taken afresh for every attempt: an item is due when the delete
-                // reaches the store, not when the index was read.
-                let attempt = self
-                    .store
-                    .delete_if_due(&item.key, DueWindow::at(self.clock.now()));
-                async {
-                    let result = attempt.await;
-                    if matches!(&result, Err(e) if e.class.is_retryable() && e.class != ErrorClass::Throttled)
-                    {
-                        answer_lost.store(true, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    result
-                }
-            },
-        )
-        .await;
-        match result {
-            Ok(DeleteOutcome::Deleted) => {
-                self.counters.counts.deleted();
-                let acked = self.clock.now();
-                let lag = acked.millis_since(item.expiry.at());
-                let mut max = self
-                    .counters
-                    .max_lag_ms
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner());
-                *max = Some(max.map_or(lag, |m| m.max(lag)));
-                drop(max);
-                self.observer.deleted(&item.key, item.expiry, acked);
-            }
-            Ok(DeleteOutcome::NotDue) if answer_lost.into_inner() => {
-                self.counters.counts.unconfirmed();
-                self.observer.skipped(&item.key, item.expiry);
-            }
-            Ok(DeleteOutcome::NotDue) => {
-                self.counters.counts.skipped();
-                self.observer.skipped(&item.key, item.expiry);
-            }
-            Err(e) if e.class == ErrorClass::Fatal => self.counters.fail(e),
-            Err(e) => {
-                tracing::warn!(key = ?item.key, error = %e, "delete failed after retries; the item stays due");
-                self.counters.counts.error();
-            }
-        }
     }
 }

@@ -5,22 +5,17 @@ use precise_ttl_core::{Backoff, DueWindow, ErrorClass, Shard, ShardCount, Timest
 use precise_ttl_engine::memory::{Call, MemItem, MemTtl, MemoryStore};
 use precise_ttl_engine::{
     Clock, DeleteOutcome, DueItem, DuePage, ExpiryStore, SharedPartitioning, StoreError,
-    SweepConfig, SweepError, Sweeper,
+    SweepConfig, SweepError, Sweeper, TokioClock,
 };
 use std::sync::Arc;
 use std::time::Duration;
 
 const NOW_S: i64 = 1_800_000_000;
 
-struct FixedClock(Timestamp);
-impl Clock for FixedClock {
-    fn now(&self) -> Timestamp {
-        self.0
-    }
-}
-
-fn clock() -> Arc<FixedClock> {
-    Arc::new(FixedClock(Timestamp::from_secs(NOW_S)))
+/// Wall time from `NOW_S` on, moving with tokio's clock: a pass's admission times its retries by
+/// it, and the tests take milliseconds, so an item due a second from `NOW_S` stays not due.
+fn clock() -> Arc<TokioClock> {
+    Arc::new(TokioClock::starting_at(Timestamp::from_secs(NOW_S)))
 }
 
 fn shards(n: u64) -> SharedPartitioning<Shard> {

@@ -8,7 +8,9 @@ use super::{Shared, Work, lock, stopped};
 use crate::clock::Clock;
 use crate::metrics as m;
 use crate::store::{DeleteOutcome, ExpiryStore, StoreError};
-use precise_ttl_core::admission::{Admission, Again, Answer, Class, Decision, Settings, Ticket};
+use precise_ttl_core::admission::{
+    Admission, Again, Answer, Class, Decision, Settings, Snapshot, Ticket,
+};
 use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Timestamp};
 use std::sync::Arc;
 use std::time::Duration;
@@ -105,6 +107,11 @@ pub(super) async fn run<S: ExpiryStore, C: Clock>(
                 Err(_) => break,
             }
         }
+        // Both feeds closed (a pass's readers are done; a daemon's readers hold theirs until
+        // it stops) and everything settled: the work is done.
+        if !timely_open && !backlog_open && admission.is_empty() && in_flight.is_empty() {
+            break;
+        }
         let now = shared.clock.now();
         let decision = admission.next(now);
         // Per-shard waiting for the readers: a pass over every shard and every retry, so not at
@@ -165,25 +172,13 @@ pub(super) async fn run<S: ExpiryStore, C: Clock>(
     publish(&shared, &admission);
 }
 
-/// Admission's controllers, to `/metrics` and the status `status` shows.
+/// Admission's controllers, to the status `status` shows and (a daemon's) to `/metrics`.
 fn publish<S: ExpiryStore, C: Clock, K>(shared: &Shared<S, C>, admission: &Admission<Work<K>>) {
     let snapshot = admission.snapshot();
-    metrics::gauge!(m::CONCURRENCY_LIMIT).set(snapshot.concurrency_limit as f64);
-    metrics::gauge!(m::LANES_LIMITED).set(snapshot.limited_lanes.len() as f64);
-    metrics::gauge!(m::TABLE_RATE_LIMIT).set(snapshot.table_rate.unwrap_or(0.0));
-    metrics::gauge!(m::BACKLOG_RATE_LIMIT).set(snapshot.backlog_rate.unwrap_or(0.0));
-    crate::capacity_rate::publish(std::time::Instant::now());
+    if shared.gauges {
+        gauges(shared, &snapshot);
+    }
     let mut status = lock(&shared.handle.status);
-    // A lane that was limited and is no longer shows 0 (no limit of its own), so the series of a
-    // lifted limit does not keep its last value; only lanes ever limited have a series.
-    for (lane, _) in &status.limited_lanes {
-        if !snapshot.limited_lanes.iter().any(|(l, _)| l == lane) {
-            metrics::gauge!(m::LANE_RATE_LIMIT, "shard" => lane.to_string()).set(0.0);
-        }
-    }
-    for (lane, rate) in &snapshot.limited_lanes {
-        metrics::gauge!(m::LANE_RATE_LIMIT, "shard" => lane.to_string()).set(*rate);
-    }
     status.concurrency_limit = snapshot.concurrency_limit;
     status.table_rate = snapshot.table_rate;
     status.backlog_rate = snapshot.backlog_rate;
@@ -194,6 +189,25 @@ fn publish<S: ExpiryStore, C: Clock, K>(shared: &Shared<S, C>, admission: &Admis
         .iter()
         .map(|(scope, n)| (scope.as_str().to_string(), *n))
         .collect();
+}
+
+/// Admission's controllers as `/metrics` gauges.
+fn gauges<S: ExpiryStore, C: Clock>(shared: &Shared<S, C>, snapshot: &Snapshot) {
+    metrics::gauge!(m::CONCURRENCY_LIMIT).set(snapshot.concurrency_limit as f64);
+    metrics::gauge!(m::LANES_LIMITED).set(snapshot.limited_lanes.len() as f64);
+    metrics::gauge!(m::TABLE_RATE_LIMIT).set(snapshot.table_rate.unwrap_or(0.0));
+    metrics::gauge!(m::BACKLOG_RATE_LIMIT).set(snapshot.backlog_rate.unwrap_or(0.0));
+    crate::capacity_rate::publish(std::time::Instant::now());
+    // A lane that was limited and is no longer shows 0 (no limit of its own), so the series of a
+    // lifted limit does not keep its last value; only lanes ever limited have a series.
+    for (lane, _) in &lock(&shared.handle.status).limited_lanes {
+        if !snapshot.limited_lanes.iter().any(|(l, _)| l == lane) {
+            metrics::gauge!(m::LANE_RATE_LIMIT, "shard" => lane.to_string()).set(0.0);
+        }
+    }
+    for (lane, rate) in &snapshot.limited_lanes {
+        metrics::gauge!(m::LANE_RATE_LIMIT, "shard" => lane.to_string()).set(*rate);
+    }
 }
 
 fn settle<S: ExpiryStore, C: Clock>(

@@ -108,6 +108,9 @@ const YIELD_WHEN_WAITING: Duration = Duration::from_millis(20);
 /// a late write, so it is delayed, never skipped.
 const READ_YIELD_MAX: Duration = Duration::from_millis(500);
 
+/// The reader of a pass ([`Daemon::pass`]), as `/metrics` counts its queries.
+const PASS_READER: &str = "sweep";
+
 /// How far beyond one poll interval the re-read of recent time reaches.
 const NEAR_MARGIN: Duration = Duration::from_millis(150);
 
@@ -131,6 +134,9 @@ struct Shared<S: ExpiryStore, C: Clock> {
     /// The one random source of the daemon (jitter of reads and backoffs, admission's order
     /// of ties), seeded from the configuration when a test needs a reproducible run.
     rng: Mutex<fastrand::Rng>,
+    /// Whether admission's controllers go to `/metrics` (a daemon's, not a pass's: a pass run
+    /// inside a daemon, its stray sweep, must not overwrite the daemon's gauges).
+    gauges: bool,
 }
 
 impl<S: ExpiryStore, C: Clock> Shared<S, C> {
@@ -206,6 +212,9 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
         Ok(admitted)
     }
 
+    /// Reads one partition to its end, handing each new item to `sink`. An index read that still
+    /// fails after its retries is logged for the next poll, or, in a pass (`reader` "sweep"),
+    /// which has no next poll, ends the pass as a fatal error.
     async fn read_partition<F, Fut>(
         &self,
         lane: usize,
@@ -234,7 +243,7 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
             .await;
             let page = match page {
                 Ok(p) => p,
-                Err(e) if e.class == ErrorClass::Fatal => {
+                Err(e) if e.class == ErrorClass::Fatal || reader == PASS_READER => {
                     self.fail(e);
                     return Err(());
                 }
@@ -334,27 +343,9 @@ impl<S: ExpiryStore, C: Clock> Daemon<S, C> {
         self,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<DaemonReport, DaemonError> {
-        let config = self.config.clone();
-        let lanes = self.partitioning.lanes();
-        let (stop, stop_rx) = watch::channel(false);
-        let shared = Arc::new(Shared {
-            store: self.store,
-            clock: self.clock,
-            partitioning: self.partitioning,
-            ownership: self.ownership,
-            observer: self.observer,
-            pending: Mutex::new(Pending::new(lanes)),
-            counters: Counters::default(),
-            lane_waiting_ms: (0..lanes).map(|_| AtomicU64::new(0)).collect(),
-            rng: Mutex::new(match config.seed {
-                Some(seed) => fastrand::Rng::with_seed(seed),
-                None => fastrand::Rng::new(),
-            }),
-            fatal: Mutex::new(None),
-            stop,
-            handle: self.handle,
-            config,
-        });
+        let unattended = self.unattended.clone();
+        let (shared, stop_rx) = self.start(true);
+        let lanes = shared.partitioning.lanes();
         let (timely_tx, timely_rx) = mpsc::channel(1024);
         let (backlog_tx, backlog_rx) = mpsc::channel(shared.config.backlog_buffer.max(1));
         let mut readers = JoinSet::new();
@@ -374,7 +365,7 @@ impl<S: ExpiryStore, C: Clock> Daemon<S, C> {
         }
         drop((timely_tx, backlog_tx));
         readers.spawn(status::publish_every(Arc::clone(&shared), stop_rx.clone()));
-        if let Some(unattended) = self.unattended {
+        if let Some(unattended) = unattended {
             readers.spawn(stall::watch_stalls(
                 Arc::clone(&shared),
                 unattended,
@@ -405,21 +396,132 @@ impl<S: ExpiryStore, C: Clock> Daemon<S, C> {
             Err(_) => {}
         }
         status::publish(&shared);
-        if let Some(e) = lock(&shared.fatal).take() {
-            return Err(DaemonError::Fatal(e));
-        }
-        let c = shared.counters.tally();
-        Ok(DaemonReport {
-            deleted: c.deleted,
-            skipped: c.skipped,
-            unconfirmed: c.unconfirmed,
-            errors: c.errors,
-            throttled: c.throttled,
-            queries: c.queries,
-            watermark: shared.handle.status().watermark,
-            lag: shared.counters.lag_summary(),
-        })
+        report(&shared)
     }
+
+    /// One pass, what `sweep` runs: every item due in `window` on `partitions` (each with the
+    /// lane admission files it under), read page by page, at most `parallelism` partitions at a
+    /// time, and deleted through the same dispatcher as [`Daemon::run`]'s: admission, batches,
+    /// each refusal answered by its controller, retries up to the configured attempts (an item
+    /// still failing then is counted in `errors` and stays due for the next pass). It ends once
+    /// every partition has been read to its end and every item is settled; an index read that
+    /// still fails after its retries ends it with that error, as there is no next poll.
+    pub async fn pass(
+        self,
+        partitions: Vec<(usize, S::Partition)>,
+        window: DueWindow,
+        parallelism: usize,
+    ) -> Result<DaemonReport, DaemonError> {
+        let (shared, stop_rx) = self.start(false);
+        let lanes = shared.partitioning.lanes().max(1);
+        // Nothing is read ahead: every item of a pass is due already, and goes as backlog.
+        let (_, timely_rx) = mpsc::channel(1);
+        let (backlog_tx, backlog_rx) = mpsc::channel(shared.config.backlog_buffer.max(1));
+        let permits = Arc::new(tokio::sync::Semaphore::new(parallelism.max(1)));
+        let mut readers = JoinSet::new();
+        for (lane, partition) in partitions {
+            let (shared, tx, permits) = (
+                Arc::clone(&shared),
+                backlog_tx.clone(),
+                Arc::clone(&permits),
+            );
+            readers.spawn(async move {
+                let Ok(_permit) = permits.acquire_owned().await else {
+                    return;
+                };
+                if *shared.stop.borrow() {
+                    return;
+                }
+                let mut sink = |w: Work<S::Key>| {
+                    let tx = tx.clone();
+                    async move { tx.send(w).await.is_ok() }
+                };
+                let _ = shared
+                    .read_partition(
+                        lane.min(lanes - 1),
+                        &partition,
+                        window,
+                        PASS_READER,
+                        &mut sink,
+                    )
+                    .await;
+            });
+        }
+        drop(backlog_tx);
+        // Settled keys are remembered for de-duplication; a daemon forgets them as it publishes
+        // its status, which a pass does not.
+        let forget = tokio::spawn({
+            let shared = Arc::clone(&shared);
+            async move {
+                loop {
+                    tokio::time::sleep(REMEMBER_RESOLVED).await;
+                    if let Some(before) = Instant::now().checked_sub(REMEMBER_RESOLVED) {
+                        lock(&shared.pending).forget_resolved_before(before);
+                    }
+                }
+            }
+        });
+        // The dispatcher ends once the readers are done and every item is settled, or at a
+        // fatal error.
+        dispatch::run(Arc::clone(&shared), timely_rx, backlog_rx, stop_rx).await;
+        let _ = shared.stop.send(true);
+        readers.abort_all();
+        while let Some(joined) = readers.join_next().await {
+            if let Err(e) = joined
+                && e.is_panic()
+            {
+                std::panic::resume_unwind(e.into_panic());
+            }
+        }
+        forget.abort();
+        report(&shared)
+    }
+
+    /// The state readers, dispatcher and delete tasks share; `gauges`: whether admission's
+    /// controllers go to `/metrics`.
+    fn start(self, gauges: bool) -> (Arc<Shared<S, C>>, watch::Receiver<bool>) {
+        let config = self.config.clone();
+        let lanes = self.partitioning.lanes();
+        let (stop, stop_rx) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            store: self.store,
+            clock: self.clock,
+            partitioning: self.partitioning,
+            ownership: self.ownership,
+            observer: self.observer,
+            pending: Mutex::new(Pending::new(lanes)),
+            counters: Counters::default(),
+            lane_waiting_ms: (0..lanes).map(|_| AtomicU64::new(0)).collect(),
+            rng: Mutex::new(match config.seed {
+                Some(seed) => fastrand::Rng::with_seed(seed),
+                None => fastrand::Rng::new(),
+            }),
+            fatal: Mutex::new(None),
+            stop,
+            handle: self.handle,
+            config,
+            gauges,
+        });
+        (shared, stop_rx)
+    }
+}
+
+/// What a run or a pass did, or the fatal error that stopped it.
+fn report<S: ExpiryStore, C: Clock>(shared: &Shared<S, C>) -> Result<DaemonReport, DaemonError> {
+    if let Some(e) = lock(&shared.fatal).take() {
+        return Err(DaemonError::Fatal(e));
+    }
+    let c = shared.counters.tally();
+    Ok(DaemonReport {
+        deleted: c.deleted,
+        skipped: c.skipped,
+        unconfirmed: c.unconfirmed,
+        errors: c.errors,
+        throttled: c.throttled,
+        queries: c.queries,
+        watermark: shared.handle.status().watermark,
+        lag: shared.counters.lag_summary(),
+    })
 }
 
 async fn stopped(stop: &mut watch::Receiver<bool>) {
