@@ -10,11 +10,13 @@ import re
 from . import rule
 from .errors import PlaceholderClashError
 
-# Legacy (non-expression) parameters: DynamoDB refuses a request that mixes them with expression
-# parameters, so requests that use any of them get the client-side check only. KeyConditions is
-# not among them: DynamoDB documents it with a FilterExpression ("applied after the items are
-# retrieved") and DynamoDB Local accepts the pair, so a Query keyed that way still gets the filter.
-LEGACY = ("QueryFilter", "ScanFilter", "ConditionalOperator", "AttributesToGet")
+# Legacy (non-expression) parameters: "DynamoDB does not allow mixing legacy conditional
+# parameters and expression parameters in a single call" (Developer Guide, Legacy conditional
+# parameters), so requests that use any of them get the client-side check only. KeyConditions is
+# one of them: DynamoDB Local accepts it with a FilterExpression, but the documentation does not
+# promise it, and a filter DynamoDB refused would break a query that worked without the hooks.
+# The Rust and JavaScript interceptors decide the same.
+LEGACY = ("KeyConditions", "QueryFilter", "ScanFilter", "ConditionalOperator", "AttributesToGet")
 
 EXPRESSIONS = ("FilterExpression", "KeyConditionExpression", "ProjectionExpression")
 
