@@ -10,10 +10,10 @@ use precise_ttl_core::{Expiry, Timestamp, TtlLayout};
 use precise_ttl_dynamodb::bulk::put_all;
 use precise_ttl_dynamodb::item::writer_values;
 use precise_ttl_dynamodb::{
-    CreateTable, Dynamo, DynamoDbLocal, DynamoStore, ItemKey, KeyAttribute, KeyType, SetupOptions,
-    setup,
+    CreateTable, Dynamo, DynamoStore, ItemKey, KeyAttribute, KeyType, SetupOptions, setup,
 };
 use precise_ttl_engine::{Clock, Daemon, DaemonConfig, Observer, SystemClock};
+use precise_ttl_local::DynamoDbLocal;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -48,7 +48,7 @@ pub async fn run(global: &Global, args: &DemoArgs) -> anyhow::Result<Outcome> {
         None => {
             println!(
                 "starting DynamoDB Local (installed into {} on first use)...",
-                precise_ttl_dynamodb::local::install_dir()?.display()
+                precise_ttl_local::install_dir()?.display()
             );
             let started = Instant::now();
             let local = tokio::task::spawn_blocking(DynamoDbLocal::start).await??;

@@ -16,7 +16,7 @@ use aws_sdk_dynamodb::types::{
     ScalarAttributeType,
 };
 use aws_sdk_dynamodb::{Client, Config};
-use precise_ttl_dynamodb::DynamoDbLocal;
+use precise_ttl_local::DynamoDbLocal;
 use precise_ttl_read::HideExpired;
 use serde_json::{Value, json};
 use std::collections::HashMap;

@@ -358,10 +358,10 @@ fn bench_with_other_attribute_names_deletes_everything() {
 fn demo_runs_from_an_empty_folder_and_leaves_it_empty() {
     let dir = std::env::temp_dir().join(format!("precise-ttl-demo-{}", fastrand::u64(..)));
     std::fs::create_dir_all(&dir).unwrap();
-    let install = precise_ttl_dynamodb::local::install_dir().unwrap();
+    let install = precise_ttl_local::install_dir().unwrap();
     precise_ttl()
         .env_remove("PRECISE_TTL_ENDPOINT_URL")
-        .env(precise_ttl_dynamodb::local::DIR_ENV, &install)
+        .env(precise_ttl_local::DIR_ENV, &install)
         .current_dir(&dir)
         .args([
             "demo",

@@ -43,13 +43,13 @@ fn the_readme_local_quick_start_runs_as_written_in_an_empty_folder() {
         &std::env::var_os("PATH").unwrap_or_default(),
     )))
     .unwrap();
-    let install = precise_ttl_dynamodb::local::install_dir().unwrap();
+    let install = precise_ttl_local::install_dir().unwrap();
     let mut command = assert_cmd::Command::new("bash");
     command
         .env_clear()
         .env("PATH", path)
         // Where the test bed installed DynamoDB Local (a user's cache folder by default).
-        .env(precise_ttl_dynamodb::local::DIR_ENV, &install)
+        .env(precise_ttl_local::DIR_ENV, &install)
         .current_dir(&dir)
         .args(["-euo", "pipefail", "-c", &block])
         .timeout(std::time::Duration::from_secs(300));

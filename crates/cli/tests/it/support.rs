@@ -7,8 +7,9 @@ use aws_sdk_dynamodb::types::{
     KeyType, Projection, ProjectionType, PutRequest, ScalarAttributeType, WriteRequest,
 };
 use precise_ttl_core::{ShardCount, Timestamp, TtlLayout};
-use precise_ttl_dynamodb::{Dynamo, DynamoDbLocal};
+use precise_ttl_dynamodb::Dynamo;
 use precise_ttl_engine::{Clock, SystemClock};
+use precise_ttl_local::DynamoDbLocal;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Duration;

@@ -8,7 +8,8 @@ use precise_ttl_bench_driver::{
     BenchConfig, DaemonCommand, Function, LambdaPlan, LocalLambda, NoProgress,
 };
 use precise_ttl_core::TtlLayout;
-use precise_ttl_dynamodb::{Dynamo, DynamoDbLocal};
+use precise_ttl_dynamodb::Dynamo;
+use precise_ttl_local::DynamoDbLocal;
 use std::sync::OnceLock;
 use std::time::Duration;
 

@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_dynamodb::{Client, Config};
 use precise_ttl_core::Timestamp;
-use precise_ttl_dynamodb::DynamoDbLocal;
+use precise_ttl_local::DynamoDbLocal;
 use precise_ttl_read::{HideExpired, PlaceholderInUse};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::OnceLock;

