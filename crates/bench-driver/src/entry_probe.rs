@@ -244,6 +244,19 @@ impl QueueProbe {
         Ok(out.item.is_some())
     }
 
+    /// Writes `item` to the application table; `what` names the write in an error.
+    async fn put(&self, item: Item, what: &'static str) -> Result<(), BenchError> {
+        self.dynamo
+            .write
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(|e| BenchError::call(what, DisplayErrorContext(e)))?;
+        Ok(())
+    }
+
     async fn item_exists(&self, key: &str) -> Result<bool, BenchError> {
         let out = self
             .dynamo
@@ -272,14 +285,7 @@ impl QueueProbe {
             Some(AttributeValue::S(k)) => k.clone(),
             _ => String::new(),
         };
-        self.dynamo
-            .write
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .send()
-            .await
-            .map_err(|e| BenchError::call("writing a sampled item", DisplayErrorContext(e)))?;
+        self.put(item, "writing a sampled item").await?;
         let written = Instant::now();
         loop {
             if self.entry_exists(&entry).await? {
@@ -365,14 +371,7 @@ impl QueueProbe {
             .expected_entry(&item, SystemClock.now())
             .expect("a TTL a day ahead writes an entry");
         let started = Instant::now();
-        self.dynamo
-            .write
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .send()
-            .await
-            .map_err(|e| BenchError::call("writing the indexer's probe", DisplayErrorContext(e)))?;
+        self.put(item, "writing the indexer's probe").await?;
         while !self.entry_exists(&entry).await? {
             alive()?;
             if started.elapsed() > give_up {
