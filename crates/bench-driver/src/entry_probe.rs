@@ -6,7 +6,7 @@
 //! Decisions:
 //! - **From outside, by reading the queue.** A sampled item is written with its own PutItem; once
 //!   the write is acknowledged, GetItem asks for the entry the product's own rules expect
-//!   ([`precise_ttl_dynamodb::queue::entry_key`], [`precise_ttl_core::queue::decide`]) until it
+//!   ([`precise_ttl_stream::queue::entry_key`], [`precise_ttl_core::queue::decide`]) until it
 //!   exists. The delay is acknowledgement to the answer that showed the entry: an upper bound,
 //!   by at most one poll interval and one GetItem. DynamoDB Local rounds a stream record's
 //!   creation time to the minute, so the stream cannot say when the change happened.
@@ -33,9 +33,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use precise_ttl_core::queue::{EntryKey, Indexing, decide};
 use precise_ttl_core::{Expiry, ShardCount, Timestamp};
 use precise_ttl_dynamodb::item::ttl_value;
-use precise_ttl_dynamodb::queue::{DUE, SHARD, entry_key};
 use precise_ttl_dynamodb::{Dynamo, ItemKey};
 use precise_ttl_engine::{Clock, SystemClock};
+use precise_ttl_stream::queue::{DUE, SHARD, entry_key};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;

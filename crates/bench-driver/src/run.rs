@@ -18,11 +18,13 @@ use crate::report::{BenchRun, Measured, summarize};
 use crate::usage::UsageSampler;
 use precise_ttl_bench::Inputs;
 use precise_ttl_core::Timestamp;
+use precise_ttl_dynamodb::Dynamo;
 use precise_ttl_dynamodb::bulk::put_all;
-use precise_ttl_dynamodb::queue::setup::{QueueSetupOptions, setup_queue};
-use precise_ttl_dynamodb::stream::{enable_keys_stream, enable_old_image_stream};
-use precise_ttl_dynamodb::{Dynamo, SetupOptions, setup};
 use precise_ttl_engine::{Clock, SystemClock};
+use precise_ttl_ops::queue::setup::{QueueSetupOptions, setup_queue};
+use precise_ttl_ops::setup::enable_old_image_stream;
+use precise_ttl_ops::{SetupOptions, setup};
+use precise_ttl_stream::stream::enable_keys_stream;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -503,7 +505,7 @@ pub(crate) fn setup_options(config: &BenchConfig, poll_interval: Duration) -> Se
         poll_interval,
         index_capacity: config
             .provisioned
-            .map(|p| precise_ttl_dynamodb::setup::IndexCapacity {
+            .map(|p| precise_ttl_ops::setup::IndexCapacity {
                 read: p.read as i64,
                 write: p.write as i64,
             }),

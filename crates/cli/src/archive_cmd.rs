@@ -1,5 +1,5 @@
 //! `precise-ttl archive`: flags to options, the sink opened, the stream tailed until a signal
-//! (`precise_ttl_dynamodb::archive_stream` does the work), the counts printed; with
+//! (`precise_ttl_stream::archive_stream` does the work), the counts printed; with
 //! `--metrics-addr`, its counters on `/metrics` and its health on `/healthz` meanwhile.
 //!
 //! Every message goes to standard error: with `--to -` the records are standard output. The
@@ -10,7 +10,7 @@ use crate::args::{ArchiveArgs, Global};
 use crate::wiring::Outcome;
 use axum::http::StatusCode;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use precise_ttl_dynamodb::archive_stream::{
+use precise_ttl_stream::archive_stream::{
     ArchiveHealth, ArchiveOptions, ArchiveProgress, archive, open,
 };
 use std::net::SocketAddr;

@@ -1,18 +1,18 @@
 //! `precise-ttl backfill`: wiring and output only. The resumable, conditional scan lives in
-//! `precise_ttl_dynamodb::backfill`; this file builds it from the flags, draws the progress bar,
+//! `precise_ttl_ops::backfill`; this file builds it from the flags, draws the progress bar,
 //! prints the summary and picks the exit code.
 
 use crate::args::{BackfillArgs, Global, IndexLayout};
 use crate::wiring::Outcome;
 use anyhow::Context;
 use precise_ttl_core::Backoff;
-use precise_ttl_dynamodb::TableScan;
-use precise_ttl_dynamodb::backfill::{
+use precise_ttl_engine::SystemClock;
+use precise_ttl_ops::TableScan;
+use precise_ttl_ops::backfill::{
     self, BackfillOptions, BackfillProgress, BackfillTarget, CheckpointFile, Opened,
 };
-use precise_ttl_dynamodb::queue::QueueTable;
-use precise_ttl_dynamodb::queue::backfill::QueueBackfill;
-use precise_ttl_engine::SystemClock;
+use precise_ttl_ops::queue::backfill::QueueBackfill;
+use precise_ttl_stream::queue::QueueTable;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;

@@ -9,11 +9,10 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use precise_ttl_core::{Expiry, Timestamp, TtlLayout};
 use precise_ttl_dynamodb::bulk::put_all;
 use precise_ttl_dynamodb::item::writer_values;
-use precise_ttl_dynamodb::{
-    CreateTable, Dynamo, DynamoStore, ItemKey, KeyAttribute, KeyType, SetupOptions, setup,
-};
+use precise_ttl_dynamodb::{Dynamo, DynamoStore, ItemKey};
 use precise_ttl_engine::{Clock, Daemon, DaemonConfig, Observer, SystemClock};
 use precise_ttl_local::DynamoDbLocal;
+use precise_ttl_ops::{CreateTable, KeyAttribute, KeyType, SetupOptions, setup};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

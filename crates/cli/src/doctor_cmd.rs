@@ -5,14 +5,15 @@ use crate::args::{DoctorArgs, Global, IndexLayout};
 use crate::wiring::Outcome;
 use aws_sdk_dynamodb::types::AttributeValue;
 use precise_ttl_core::diagnose::{Inspected, ShardValue, Tally};
-use precise_ttl_dynamodb::queue::QueueTable;
-use precise_ttl_dynamodb::queue::inspect::parts;
+use precise_ttl_stream::queue::QueueTable;
+use precise_ttl_stream::queue::inspect::parts;
 
+use precise_ttl_dynamodb::count::DueCount;
 use precise_ttl_dynamodb::item::{ttl_value, type_name};
-use precise_ttl_dynamodb::setup::capacity::{self, DueCount, IndexCapacity, WriteNeed};
-use precise_ttl_dynamodb::{ScanFilter, ScannedItem, Segment, TableScan};
 use precise_ttl_engine::retry::with_backoff;
 use precise_ttl_engine::{Clock, SystemClock};
+use precise_ttl_ops::setup::capacity::{self, IndexCapacity, WriteNeed};
+use precise_ttl_ops::{ScanFilter, ScannedItem, Segment, TableScan};
 
 /// One kind of problem, with how many items have it and a few of their keys.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -227,7 +228,7 @@ pub async fn run(global: &Global, args: &DoctorArgs) -> anyhow::Result<Outcome> 
         let now = dynamo.store_clock.now();
         let until = now.saturating_add(capacity::RATE_WINDOW);
         for shard in layout.shards.all() {
-            let count = precise_ttl_dynamodb::status::count_between(
+            let count = precise_ttl_ops::status::count_between(
                 &dynamo,
                 table,
                 &layout,

@@ -4,12 +4,10 @@
 use crate::args::RunArgs;
 use anyhow::Context;
 use precise_ttl_core::TtlLayout;
-use precise_ttl_dynamodb::queue::QueueTable;
-use precise_ttl_dynamodb::queue::indexer::{
-    Indexer, IndexerOptions, IndexerReport, indexer_leases,
-};
 use precise_ttl_dynamodb::{AdapterError, Dynamo, LeaseTable};
 use precise_ttl_engine::lease::{Beating, Leases};
+use precise_ttl_stream::queue::QueueTable;
+use precise_ttl_stream::queue::indexer::{Indexer, IndexerOptions, IndexerReport, indexer_leases};
 use std::sync::Arc;
 use tokio::sync::oneshot;
 

@@ -3,13 +3,13 @@
 use crate::args::{Global, IndexLayout, RunArgs, UsageError};
 use crate::wiring::Outcome;
 use anyhow::Context;
-use precise_ttl_dynamodb::queue::QueueStore;
 use precise_ttl_dynamodb::{AdapterError, BlogWindows, Dynamo, DynamoStore, LeaseTable};
 use precise_ttl_engine::lease::{LeaseConfig, Leases};
 use precise_ttl_engine::{
     Clock, Daemon, DaemonConfig, DaemonHandle, DaemonReport, ExpiryStore, Partitioning,
     SharedPartitioning, SystemClock,
 };
+use precise_ttl_stream::queue::QueueStore;
 use std::sync::Arc;
 use std::time::Duration;
 

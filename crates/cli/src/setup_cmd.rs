@@ -2,11 +2,11 @@
 
 use crate::args::{Global, IndexLayout, SetupArgs, UsageError};
 use crate::wiring::Outcome;
-use precise_ttl_dynamodb::queue::setup::{QueueSetupOptions, setup_queue};
-use precise_ttl_dynamodb::setup::capacity::{
+use precise_ttl_ops::queue::setup::{QueueSetupOptions, setup_queue};
+use precise_ttl_ops::setup::capacity::{
     self, IndexCapacity, IndexPlan, register_scalable_target_command, scalable_resource_id,
 };
-use precise_ttl_dynamodb::{CreateTable, SetupOptions, setup};
+use precise_ttl_ops::{CreateTable, SetupOptions, setup};
 
 pub async fn run(global: &Global, args: &SetupArgs) -> anyhow::Result<Outcome> {
     let layout = global.layout()?;

@@ -7,12 +7,12 @@ use crate::wiring::Outcome;
 use crate::worker_metrics::{self, Admission};
 use precise_ttl_core::Timestamp;
 use precise_ttl_core::queue::INDEXER_BUCKETS;
-use precise_ttl_dynamodb::queue::indexer::indexer_owners;
-use precise_ttl_dynamodb::queue::inspect::parts;
-use precise_ttl_dynamodb::queue::{QueueStore, QueueTable};
-use precise_ttl_dynamodb::status::shard_status;
 use precise_ttl_dynamodb::{AdapterError, DynamoStore, LeaseTable, StoredLease, TableShape};
 use precise_ttl_engine::Clock;
+use precise_ttl_ops::status::shard_status;
+use precise_ttl_stream::queue::indexer::indexer_owners;
+use precise_ttl_stream::queue::inspect::parts;
+use precise_ttl_stream::queue::{QueueStore, QueueTable};
 use std::collections::BTreeMap;
 
 pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> {
@@ -55,9 +55,12 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
     for shard in layout.shards.all() {
         shards.push(match &queue {
             Some(q) => {
-                QueueTable::new(dynamo.clone(), q)
-                    .shard_status(shard, now)
-                    .await?
+                precise_ttl_ops::queue::status::shard_status(
+                    &QueueTable::new(dynamo.clone(), q),
+                    shard,
+                    now,
+                )
+                .await?
             }
             None => shard_status(&dynamo, table, &layout, shard, now).await?,
         });
@@ -94,7 +97,7 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
     let upcoming: Vec<u64> = shards.iter().map(|s| s.upcoming).collect();
     let advice = precise_ttl_core::sizing::advise(
         &upcoming,
-        precise_ttl_dynamodb::status::UPCOMING.as_secs_f64(),
+        precise_ttl_ops::status::UPCOMING.as_secs_f64(),
     );
     let due: u64 = shards.iter().map(|s| s.due).sum();
     let age = |t: Timestamp| now.millis_since(t) as f64 / 1000.0;

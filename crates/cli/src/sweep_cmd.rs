@@ -3,9 +3,9 @@
 use crate::args::{Global, IndexLayout, SweepArgs, UsageError};
 use crate::wiring::Outcome;
 use precise_ttl_core::Backoff;
-use precise_ttl_dynamodb::queue::QueueStore;
 use precise_ttl_dynamodb::{BlogWindows, DynamoStore};
 use precise_ttl_engine::{Clock, SweepConfig, Sweeper};
+use precise_ttl_stream::queue::QueueStore;
 use std::sync::Arc;
 use std::time::Instant;
 

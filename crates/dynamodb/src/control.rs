@@ -61,11 +61,7 @@ pub async fn ensure_table(
 }
 
 /// Waits (two minutes at most) until table `name` is ACTIVE; `what` names it in errors.
-pub(crate) async fn wait_active(
-    dynamo: &Dynamo,
-    name: &str,
-    what: &str,
-) -> Result<(), AdapterError> {
+pub async fn wait_active(dynamo: &Dynamo, name: &str, what: &str) -> Result<(), AdapterError> {
     let started = std::time::Instant::now();
     loop {
         match TableShape::describe(dynamo, name).await? {

@@ -173,7 +173,7 @@ impl AdapterError {
     }
 
     /// Maps an SDK failure of a control-plane call, naming the endpoint where that helps.
-    pub(crate) fn from_sdk<E>(
+    pub fn from_sdk<E>(
         operation: &'static str,
         endpoint: &str,
         err: SdkError<E, HttpResponse>,
@@ -218,7 +218,7 @@ impl AdapterError {
 /// anywhere is [`AdapterError::NoCredentials`]; a source that was found but failed is named in
 /// aws-config's words. aws-config's SSO errors are private types, so an SSO failure is known by
 /// its text: "SSO" in aws-config's own messages, or the SSO portal's `UnauthorizedException`.
-pub(crate) fn credentials_failure(
+pub fn credentials_failure(
     endpoint: &str,
     err: &(dyn std::error::Error + 'static),
 ) -> Option<AdapterError> {
@@ -274,7 +274,7 @@ fn missing_profile(
 }
 
 /// Whether a call failed for want of credentials: no retry brings them back.
-pub(crate) fn is_credentials_failure(err: &(dyn std::error::Error + 'static)) -> bool {
+pub fn is_credentials_failure(err: &(dyn std::error::Error + 'static)) -> bool {
     credentials_error(err).is_some()
 }
 
@@ -295,7 +295,7 @@ fn credentials_error<'a>(
 }
 
 /// The engine's view of an SDK failure.
-pub(crate) fn classify<E>(err: &SdkError<E, HttpResponse>) -> ErrorClass
+pub fn classify<E>(err: &SdkError<E, HttpResponse>) -> ErrorClass
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
@@ -334,7 +334,7 @@ where
 /// its exception as `source()`, so downcasting that reads the reasons of any operation without
 /// naming each operation's enum; both JSON spellings of the member (`throttlingReasons` on
 /// ThrottlingException, `ThrottlingReasons` on the other two) are the SDK's concern.
-pub(crate) fn throttle_scope<E>(err: &SdkError<E, HttpResponse>) -> ThrottleScope
+pub fn throttle_scope<E>(err: &SdkError<E, HttpResponse>) -> ThrottleScope
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
@@ -360,7 +360,7 @@ where
 }
 
 /// One line: the service's code and message, or the transport failure with its causes.
-pub(crate) fn describe<E>(err: &SdkError<E, HttpResponse>) -> String
+pub fn describe<E>(err: &SdkError<E, HttpResponse>) -> String
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
@@ -401,7 +401,7 @@ fn causes(err: &(dyn std::error::Error + 'static)) -> String {
     parts.join(": ")
 }
 
-pub(crate) fn store_error<E>(operation: &'static str, err: SdkError<E, HttpResponse>) -> StoreError
+pub fn store_error<E>(operation: &'static str, err: SdkError<E, HttpResponse>) -> StoreError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
@@ -417,7 +417,7 @@ where
 /// AWS's documented format ([`precise_ttl_core::access`]). DynamoDB answers it with HTTP 400 and
 /// `{"__type":"com.amazon.coral.service#AccessDeniedException","Message":"User: ... is not
 /// authorized to perform: dynamodb:Query on resource: ..."}`; the SDK strips the namespace.
-pub(crate) fn denial<E: ProvideErrorMetadata>(
+pub fn denial<E: ProvideErrorMetadata>(
     err: &SdkError<E, HttpResponse>,
 ) -> Option<precise_ttl_core::access::Denial> {
     let SdkError::ServiceError(se) = err else {
@@ -433,7 +433,7 @@ pub(crate) fn denial<E: ProvideErrorMetadata>(
 /// [`AdapterError::Call`] of those classes): DynamoDB Local answers InternalFailure while another
 /// table's index is being built, and DynamoDB may answer any call with a 500. Every other
 /// failure (an unreachable endpoint, missing credentials, a refused change) returns at once.
-pub(crate) async fn again_if_transient<T, F, Fut>(
+pub async fn again_if_transient<T, F, Fut>(
     backoff: &precise_ttl_core::Backoff,
     call: F,
 ) -> Result<T, AdapterError>

@@ -142,12 +142,7 @@ impl<P: IndexPartition> DynamoStore<P> {
     }
 
     /// `table` as the caller named it (a name or an ARN), not as DescribeTable answers.
-    pub(crate) fn from_shape(
-        dynamo: Dynamo,
-        table: &str,
-        shape: &TableShape,
-        layout: TtlLayout,
-    ) -> Self {
+    pub fn from_shape(dynamo: Dynamo, table: &str, shape: &TableShape, layout: TtlLayout) -> Self {
         let key_names = shape.key_names();
         let statement = partiql_delete(table, &key_names, &layout.ttl_attribute);
         let write_capacity = shape.write_capacity();
@@ -257,13 +252,13 @@ fn statement_outcome(e: &BatchStatementError) -> Result<DeleteOutcome, StoreErro
     }
 }
 
-pub(crate) fn record_capacity(op: &'static str, units: Option<f64>) {
+pub fn record_capacity(op: &'static str, units: Option<f64>) {
     if let Some(units) = units {
         precise_ttl_engine::capacity_rate::record(op, units, std::time::Instant::now());
     }
 }
 
-pub(crate) fn number(text: String) -> AttributeValue {
+pub fn number(text: String) -> AttributeValue {
     AttributeValue::N(text)
 }
 

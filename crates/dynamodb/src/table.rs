@@ -17,7 +17,7 @@ pub enum KeyType {
 }
 
 impl KeyType {
-    pub(crate) fn to_aws(self) -> ScalarAttributeType {
+    pub fn to_aws(self) -> ScalarAttributeType {
         match self {
             KeyType::S => ScalarAttributeType::S,
             KeyType::N => ScalarAttributeType::N,

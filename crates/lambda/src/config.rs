@@ -14,9 +14,9 @@
 
 use precise_ttl_core::{ShardCount, TtlLayout};
 use precise_ttl_dynamodb::DeleteMode;
-use precise_ttl_dynamodb::queue::default_queue_table;
 use precise_ttl_engine::DaemonConfig;
 use precise_ttl_engine::settings::{self, DaemonSettings, Invalid, Setting, SettingError};
+use precise_ttl_stream::queue::default_queue_table;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use thiserror::Error;

@@ -2,7 +2,7 @@
 //! source mapping on the application table's stream hands it batches of records, and for each
 //! INSERT and MODIFY whose new image has a TTL that can come due and differs from the old
 //! image's it writes the queue entry, by the rule `precise-ttl run`'s indexer applies
-//! ([`precise_ttl_dynamodb::queue::indexer::entries_for`]). REMOVEs write nothing: the entry of
+//! ([`precise_ttl_stream::queue::indexer::entries_for`]). REMOVEs write nothing: the entry of
 //! an item deleted early is removed when the sweeper reads it and finds the item gone.
 //!
 //! The invocation succeeds only once every entry of the batch is durable (BatchWriteItem until
@@ -18,9 +18,9 @@ use crate::config::{IndexLayout, LambdaConfig};
 use crate::invoke::{Environment, InvokeError};
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
-use precise_ttl_dynamodb::queue::QueueTable;
-use precise_ttl_dynamodb::queue::indexer::{TtlChange, write_entries};
 use precise_ttl_dynamodb::{AdapterError, TableShape};
+use precise_ttl_stream::queue::QueueTable;
+use precise_ttl_stream::queue::indexer::{TtlChange, write_entries};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use thiserror::Error;
@@ -231,7 +231,7 @@ impl Environment {
 mod tests {
     use super::*;
     use precise_ttl_core::{ShardCount, Timestamp};
-    use precise_ttl_dynamodb::queue::indexer::{IndexerReport, entries_for};
+    use precise_ttl_stream::queue::indexer::{IndexerReport, entries_for};
     use serde_json::json;
 
     /// A stream record of table `sessions` (keys `pk` S, `sk` N).

@@ -4,11 +4,11 @@
 
 use crate::config::{IndexLayout, LambdaConfig};
 use precise_ttl_core::Shard;
-use precise_ttl_dynamodb::queue::QueueStore;
 use precise_ttl_dynamodb::{AdapterError, Dynamo, DynamoStore, LeaseTable};
 use precise_ttl_engine::lease::Leases;
 use precise_ttl_engine::worker::run_worker;
 use precise_ttl_engine::{Daemon, DaemonError, DaemonReport, ExpiryStore, SharedPartitioning};
+use precise_ttl_stream::queue::QueueStore;
 use std::sync::Arc;
 use tokio::time::Instant;
 

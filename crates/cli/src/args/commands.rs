@@ -5,8 +5,9 @@
 use super::{HealthUrl, duration, heading, long_help, positive_rate};
 use clap::{Args, ValueEnum};
 use precise_ttl_core::{WindowFormat, WindowSpec};
-use precise_ttl_dynamodb::{BlogOptions, KeyAttribute};
+use precise_ttl_dynamodb::BlogOptions;
 use precise_ttl_engine::settings;
+use precise_ttl_ops::KeyAttribute;
 use std::time::Duration;
 
 #[derive(Debug, Args)]
@@ -444,7 +445,7 @@ pub struct IndexerCheckpoints {
     /// stream-queue: the table of the indexer's position in each stream shard (created if
     /// missing); a fleet shares it, and a restart goes on from it
     #[arg(long, env = "PRECISE_TTL_INDEXER_CHECKPOINT_TABLE",
-          default_value = precise_ttl_dynamodb::queue::indexer::DEFAULT_INDEXER_CHECKPOINT_TABLE,
+          default_value = precise_ttl_stream::queue::indexer::DEFAULT_INDEXER_CHECKPOINT_TABLE,
           help_heading = heading::INDEXER)]
     pub indexer_checkpoint_table: String,
 }
@@ -616,7 +617,7 @@ pub struct ArchiveArgs {
 
     /// The table of each stream shard's archived position (created if missing)
     #[arg(long, env = "PRECISE_TTL_ARCHIVE_CHECKPOINT_TABLE", alias = "checkpoint-table",
-          default_value = precise_ttl_dynamodb::archive_stream::DEFAULT_CHECKPOINT_TABLE,
+          default_value = precise_ttl_stream::archive_stream::DEFAULT_CHECKPOINT_TABLE,
           help_heading = heading::STREAM)]
     pub archive_checkpoint_table: String,
 

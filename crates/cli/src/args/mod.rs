@@ -204,7 +204,7 @@ impl Global {
     pub fn queue_table(&self) -> Result<String, UsageError> {
         Ok(match &self.queue_table {
             Some(name) => name.clone(),
-            None => precise_ttl_dynamodb::queue::default_queue_table(self.table()?),
+            None => precise_ttl_stream::queue::default_queue_table(self.table()?),
         })
     }
 

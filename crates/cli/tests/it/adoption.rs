@@ -6,7 +6,8 @@ use crate::support::{
 };
 use aws_sdk_dynamodb::types::{AttributeValue, KeyType, ScalarAttributeType};
 use precise_ttl_core::{ShardCount, Timestamp, WindowFormat, WindowSpec};
-use precise_ttl_dynamodb::{CheckpointTable, SetupOptions, setup};
+use precise_ttl_dynamodb::CheckpointTable;
+use precise_ttl_ops::{SetupOptions, setup};
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

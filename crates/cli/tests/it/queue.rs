@@ -5,9 +5,9 @@
 use crate::support::{TestTable, at, item, layout, now, s};
 use precise_ttl_core::{DueWindow, Expiry, ShardCount};
 use precise_ttl_dynamodb::ItemKey;
-use precise_ttl_dynamodb::queue::indexer::{Indexer, IndexerOptions, IndexerReport};
-use precise_ttl_dynamodb::queue::{QueueStore, QueueTable};
 use precise_ttl_engine::{Daemon, DaemonConfig, DeleteOutcome, ExpiryStore, SystemClock};
+use precise_ttl_stream::queue::indexer::{Indexer, IndexerOptions, IndexerReport};
+use precise_ttl_stream::queue::{QueueStore, QueueTable};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -174,7 +174,7 @@ async fn the_indexer_writes_an_entry_per_new_ttl_and_none_for_a_touch_across_a_r
     let shards = ShardCount::new(4).unwrap();
     let (app, queue_table, queue, _store) = tables(4).await;
     let checkpoints = TestTable::named();
-    precise_ttl_dynamodb::stream::enable_old_image_stream(&app.dynamo, &app.name)
+    precise_ttl_ops::setup::enable_old_image_stream(&app.dynamo, &app.name)
         .await
         .unwrap();
     let later = at(3_600_000);
@@ -221,7 +221,7 @@ async fn writers_set_only_the_ttl_and_the_item_goes_at_its_expiry() {
     let shards = ShardCount::new(2).unwrap();
     let (app, queue_table, queue, store) = tables(2).await;
     let checkpoints = TestTable::named();
-    precise_ttl_dynamodb::stream::enable_old_image_stream(&app.dynamo, &app.name)
+    precise_ttl_ops::setup::enable_old_image_stream(&app.dynamo, &app.name)
         .await
         .unwrap();
     let indexer = Indexer::open(
@@ -254,7 +254,7 @@ async fn writers_set_only_the_ttl_and_the_item_goes_at_its_expiry() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backfill_writes_the_entries_of_the_items_already_there() {
-    use precise_ttl_dynamodb::backfill::{self, BackfillOptions, BackfillTarget, CheckpointFile};
+    use precise_ttl_ops::backfill::{self, BackfillOptions, BackfillTarget, CheckpointFile};
     let shards = ShardCount::new(4).unwrap();
     let (app, queue_table, queue, store) = tables(4).await;
     app.put(item("due", &[("ttl", at(-60_000))])).await;
@@ -266,7 +266,7 @@ async fn backfill_writes_the_entries_of_the_items_already_there() {
     ))
     .await;
     app.put(item("no-ttl", &[])).await;
-    let scan = precise_ttl_dynamodb::TableScan::open(app.dynamo.clone(), &app.name, layout(4))
+    let scan = precise_ttl_ops::TableScan::open(app.dynamo.clone(), &app.name, layout(4))
         .await
         .unwrap();
     let dir = std::env::temp_dir().join(format!("precise-ttl-queue-{:x}", fastrand::u64(..)));
@@ -279,7 +279,7 @@ async fn backfill_writes_the_entries_of_the_items_already_there() {
     };
     let (checkpoint, _) = CheckpointFile::open(&dir, &target, false).unwrap();
     let report = backfill::run(
-        precise_ttl_dynamodb::queue::backfill::QueueBackfill::new(scan, queue, shards),
+        precise_ttl_ops::queue::backfill::QueueBackfill::new(scan, queue, shards),
         SystemClock,
         checkpoint,
         BackfillOptions {
@@ -328,4 +328,4 @@ async fn backfill_writes_the_entries_of_the_items_already_there() {
 }
 
 struct Quiet;
-impl precise_ttl_dynamodb::backfill::BackfillProgress for Quiet {}
+impl precise_ttl_ops::backfill::BackfillProgress for Quiet {}

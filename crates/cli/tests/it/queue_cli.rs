@@ -209,7 +209,7 @@ async fn a_table_is_adopted_without_changing_its_writers() {
 async fn a_stream_without_new_images_stops_setup_with_what_to_do() {
     let app = TestTable::bare().await;
     let queue = TestTable::named();
-    precise_ttl_dynamodb::stream::enable_keys_stream(&app.dynamo, &app.name)
+    precise_ttl_stream::stream::enable_keys_stream(&app.dynamo, &app.name)
         .await
         .unwrap();
     let out = queue_cmd("setup", &app, &queue, &["--no-native-ttl"])

@@ -2,9 +2,8 @@
 
 use crate::support::{TestTable, create_indexed_table, layout};
 use aws_sdk_dynamodb::types::{KeyType, ScalarAttributeType};
-use precise_ttl_dynamodb::{
-    AdapterError, CreateTable, KeyAttribute, SetupAction, SetupOptions, setup,
-};
+use precise_ttl_dynamodb::AdapterError;
+use precise_ttl_ops::{CreateTable, KeyAttribute, SetupAction, SetupOptions, setup};
 use std::time::Duration;
 
 fn options() -> SetupOptions {
@@ -168,7 +167,7 @@ async fn setup_stream_turns_old_images_on_once_and_leaves_another_stream_alone()
         ));
 
     let other = crate::support::table_with_index().await;
-    precise_ttl_dynamodb::stream::enable_keys_stream(&other.dynamo, &other.name)
+    precise_ttl_stream::stream::enable_keys_stream(&other.dynamo, &other.name)
         .await
         .unwrap();
     crate::support::precise_ttl()

@@ -3,10 +3,11 @@
 use crate::support::{TestTable, item, layout, n, now, s};
 use aws_sdk_dynamodb::types::AttributeValue;
 use precise_ttl_core::{DueWindow, Shard, TtlLayout};
-use precise_ttl_dynamodb::{DynamoStore, ItemKey, SetupOptions, setup};
+use precise_ttl_dynamodb::{DynamoStore, ItemKey};
 use precise_ttl_engine::{
     DeleteOutcome, DuePage, ExpiryStore, StoreError, SweepConfig, Sweeper, SystemClock,
 };
+use precise_ttl_ops::{SetupOptions, setup};
 use std::sync::Arc;
 use std::time::Duration;
 

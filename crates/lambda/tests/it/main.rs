@@ -240,12 +240,12 @@ async fn table_with_due_items(count: i64) -> (Dynamo, String) {
     precise_ttl_bench_driver::load::create_bare(&dynamo, &table, "pk")
         .await
         .unwrap();
-    let options = precise_ttl_dynamodb::SetupOptions {
+    let options = precise_ttl_ops::SetupOptions {
         native_ttl: false,
         poll_interval: Duration::from_millis(100),
         ..Default::default()
     };
-    precise_ttl_dynamodb::setup::setup(&dynamo, &table, &layout, &options)
+    precise_ttl_ops::setup::setup(&dynamo, &table, &layout, &options)
         .await
         .unwrap();
     let writer = ItemWriter::new("pk", &layout);

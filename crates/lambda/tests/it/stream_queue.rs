@@ -5,7 +5,7 @@
 use super::{FUNCTION, local};
 use precise_ttl_bench_driver::{Function, LocalLambda};
 use precise_ttl_dynamodb::Dynamo;
-use precise_ttl_dynamodb::queue::QueueTable;
+use precise_ttl_stream::queue::QueueTable;
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ async fn tables() -> (Dynamo, String, String) {
     precise_ttl_bench_driver::load::create_bare(&dynamo, &table, "pk")
         .await
         .unwrap();
-    let queue = precise_ttl_dynamodb::queue::default_queue_table(&table);
+    let queue = precise_ttl_stream::queue::default_queue_table(&table);
     QueueTable::new(dynamo.clone(), &queue)
         .create()
         .await

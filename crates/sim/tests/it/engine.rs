@@ -7,8 +7,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use precise_ttl_core::{
     DueWindow, ErrorClass, Shard, ShardCount, ThrottleScope, Timestamp, TtlLayout,
 };
-use precise_ttl_dynamodb::{DeleteMode, Dynamo, DynamoStore, ItemKey, SetupAction, SetupOptions};
+use precise_ttl_dynamodb::{DeleteMode, Dynamo, DynamoStore, ItemKey};
 use precise_ttl_engine::{Clock, ExpiryStore, StoreError, SweepConfig, Sweeper, SystemClock};
+use precise_ttl_ops::{SetupAction, SetupOptions};
 use precise_ttl_sim::{Limits, SimConfig, Simulator, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,7 +48,7 @@ async fn setup_and_an_engine_sweep_run_against_the_simulator() {
         wait: Some(Duration::from_secs(10)),
         ..SetupOptions::default()
     };
-    let report = precise_ttl_dynamodb::setup::setup(&dynamo, TABLE, &layout(), &options)
+    let report = precise_ttl_ops::setup::setup(&dynamo, TABLE, &layout(), &options)
         .await
         .unwrap();
     assert!(
@@ -65,7 +66,7 @@ async fn setup_and_an_engine_sweep_run_against_the_simulator() {
             .any(|a| matches!(a, SetupAction::LeaseTableCreated { .. })),
         "{report:?}"
     );
-    let again = precise_ttl_dynamodb::setup::setup(&dynamo, TABLE, &layout(), &options)
+    let again = precise_ttl_ops::setup::setup(&dynamo, TABLE, &layout(), &options)
         .await
         .unwrap();
     assert!(!again.changed(), "{again:?}");
@@ -127,7 +128,7 @@ async fn setup_and_an_engine_sweep_run_against_the_simulator() {
     let sweep_batches = stats.calls.requests["BatchExecuteStatement"];
     assert!((12..300).contains(&sweep_batches), "{:?}", stats.calls);
 
-    let status = precise_ttl_dynamodb::status::shard_status(
+    let status = precise_ttl_ops::status::shard_status(
         &dynamo,
         TABLE,
         &layout(),

@@ -4,14 +4,14 @@
 //! the item), but many of them say the queue costs more than it should.
 
 use super::{DUE, KEY, QueueTable};
-use crate::connect::Dynamo;
-use crate::error::{AdapterError, store_error};
-use crate::item::ItemKey;
 use crate::stream_tail::StreamBacklog;
-use crate::table::TableShape;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use precise_ttl_core::Expiry;
 use precise_ttl_core::queue::EntryKey;
+use precise_ttl_dynamodb::connect::Dynamo;
+use precise_ttl_dynamodb::error::{AdapterError, store_error};
+use precise_ttl_dynamodb::item::ItemKey;
+use precise_ttl_dynamodb::table::TableShape;
 use precise_ttl_engine::StoreError;
 use std::collections::HashMap;
 

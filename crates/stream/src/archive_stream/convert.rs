@@ -2,12 +2,12 @@
 //! expiry (else why it is left out), with the old image converted from the Streams SDK's values
 //! to DynamoDB's.
 
-use crate::record::{DeletedBy, ExpiryRecord};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodbstreams::types::{AttributeValue as StreamValue, Record};
 use precise_ttl_core::expiry::TtlValue;
 use precise_ttl_core::removal::{LeftOut, Removal, RemovalKind, judge};
 use precise_ttl_core::{Expiry, Timestamp};
+use precise_ttl_dynamodb::record::{DeletedBy, ExpiryRecord};
 use std::collections::HashMap;
 use std::time::Duration;
 

@@ -14,17 +14,17 @@
 
 use super::{QueueKey, QueueTable, entry_key, queue_item};
 use crate::archive_stream::convert::convert;
-use crate::connect::Dynamo;
-use crate::error::AdapterError;
-use crate::item::{ItemKey, ttl_value};
-use crate::lease::LeaseTable;
 use crate::stream_tail::{PageConsumer, StreamTail};
-use crate::table::TableShape;
 use aws_sdk_dynamodb::types::{AttributeValue, StreamViewType};
 use aws_sdk_dynamodbstreams::types::{AttributeValue as StreamValue, OperationType, Record};
 use precise_ttl_core::queue::{INDEXER_BUCKETS, stream_bucket};
 use precise_ttl_core::queue::{Indexing, SkipReason, decide};
 use precise_ttl_core::{ErrorClass, ShardCount, Timestamp};
+use precise_ttl_dynamodb::connect::Dynamo;
+use precise_ttl_dynamodb::error::AdapterError;
+use precise_ttl_dynamodb::item::{ItemKey, ttl_value};
+use precise_ttl_dynamodb::lease::LeaseTable;
+use precise_ttl_dynamodb::table::TableShape;
 use precise_ttl_engine::Clock;
 use precise_ttl_engine::lease::{LeaseConfig, Leases};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -141,8 +141,8 @@ pub async fn write_entries(
     let now = dynamo.store_clock.now();
     let (entries, report) = entries_for(changes, key_names, shards, now)?;
     let items = entries.iter().map(queue_item).collect();
-    let units = crate::bulk::put_all(dynamo, queue, items, |_| {}).await?;
-    crate::store::record_capacity("queue_put", Some(units));
+    let units = precise_ttl_dynamodb::bulk::put_all(dynamo, queue, items, |_| {}).await?;
+    precise_ttl_dynamodb::store::record_capacity("queue_put", Some(units));
     Ok(report)
 }
 
@@ -280,7 +280,7 @@ pub async fn indexer_leases(
 }
 
 /// The expiry queue needs the new image of every change.
-pub(crate) fn check_view(table: &str, view: Option<StreamViewType>) -> Result<(), AdapterError> {
+pub fn check_view(table: &str, view: Option<StreamViewType>) -> Result<(), AdapterError> {
     match view {
         Some(StreamViewType::NewImage | StreamViewType::NewAndOldImages) => Ok(()),
         None => Err(AdapterError::NoStream {

@@ -3,13 +3,13 @@
 //! the shard index's ([`crate::backfill`]). An entry is idempotent, so a page read again after a
 //! stop writes the same entries; an item the stream indexes meanwhile gets the same entry too.
 
-use super::QueueTable;
 use crate::backfill::BackfillTable;
-use crate::item::ttl_value;
 use crate::scan::{ScanCursor, ScanFilter, ScanPage, ScannedItem, Segment, ShardWrite, TableScan};
 use precise_ttl_core::ShardCount;
 use precise_ttl_core::queue::{Indexing, decide};
+use precise_ttl_dynamodb::item::ttl_value;
 use precise_ttl_engine::{Clock, StoreError};
+use precise_ttl_stream::queue::QueueTable;
 
 /// The application table's scan and its queue, as a backfill target.
 #[derive(Debug, Clone)]
@@ -45,7 +45,7 @@ impl BackfillTable for QueueBackfill {
     /// `Added`: the entry is written; `Changed`: the TTL can never come due (more than five
     /// years old), so no entry.
     async fn write(&self, item: &ScannedItem) -> Result<ShardWrite, StoreError> {
-        let now = self.queue.dynamo.store_clock.now();
+        let now = self.queue.dynamo().store_clock.now();
         match decide(None, &ttl_value(item.ttl.as_ref()), now) {
             Indexing::Put(expiry) => {
                 self.queue.put(&item.key, expiry, self.shards).await?;

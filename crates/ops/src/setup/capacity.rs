@@ -9,9 +9,10 @@
 //! Everything here is pure; the count of items due soon is
 //! [`crate::status::count_between`] with a page cap.
 
-use crate::error::AdapterError;
-use crate::table::TableShape;
 use precise_ttl_core::TtlLayout;
+use precise_ttl_dynamodb::count::DueCount;
+use precise_ttl_dynamodb::error::AdapterError;
+use precise_ttl_dynamodb::table::TableShape;
 use std::time::Duration;
 
 /// Index writes per expiring item: its insert into the index and its delete, one write unit
@@ -172,15 +173,6 @@ pub fn suggested_max(capacity: i64) -> i64 {
     capacity.saturating_mul(4).max(1)
 }
 
-/// Items due in the next [`RATE_WINDOW`] counted over the shards, and whether a shard's count
-/// stopped at the page cap (then `due` is a lower bound).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct DueCount {
-    pub due: u64,
-    pub capped: bool,
-    pub pages: u64,
-}
-
 /// The index's write need at the measured expiry rate, and whether its capacity covers it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct WriteNeed {
@@ -229,8 +221,8 @@ pub fn index_capacity(shape: &TableShape, index: &str) -> Option<IndexCapacity> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::{IndexShape, KeyAttribute, KeyType};
     use precise_ttl_core::ShardCount;
+    use precise_ttl_dynamodb::table::{IndexShape, KeyAttribute, KeyType};
 
     fn layout(shards: u64) -> TtlLayout {
         TtlLayout {

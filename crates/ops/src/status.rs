@@ -4,12 +4,11 @@
 //! the table would see: the watermark here is the instant just before the oldest due item still
 //! in the index (every due item with an older TTL is gone).
 
-use crate::connect::Dynamo;
-use crate::error::store_error;
-pub use crate::setup::capacity::DueCount;
-use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
-use aws_sdk_dynamodb::types::{AttributeValue, Select};
+use aws_sdk_dynamodb::types::AttributeValue;
 use precise_ttl_core::{DueWindow, Expiry, Shard, Timestamp, TtlLayout};
+use precise_ttl_dynamodb::connect::Dynamo;
+use precise_ttl_dynamodb::count::{DueCount, count_query};
+use precise_ttl_dynamodb::error::store_error;
 use precise_ttl_engine::StoreError;
 use std::collections::HashMap;
 
@@ -93,33 +92,6 @@ pub async fn count_between(
         max_pages,
     )
     .await
-}
-
-/// Counts what `query` (given where to start) matches, page by page, stopping after
-/// `max_pages` pages (`capped` then says the count is a lower bound).
-pub(crate) async fn count_query<F>(query: F, max_pages: Option<u64>) -> Result<DueCount, StoreError>
-where
-    F: Fn(Option<HashMap<String, AttributeValue>>) -> QueryFluentBuilder,
-{
-    let mut count = DueCount::default();
-    let mut start = None;
-    loop {
-        if max_pages.is_some_and(|max| count.pages >= max.max(1)) {
-            count.capped = true;
-            return Ok(count);
-        }
-        let out = query(start)
-            .select(Select::Count)
-            .send()
-            .await
-            .map_err(|e| store_error("Query", e))?;
-        count.pages += 1;
-        count.due += out.count.max(0) as u64;
-        start = out.last_evaluated_key;
-        if start.is_none() {
-            return Ok(count);
-        }
-    }
 }
 
 pub async fn shard_status(

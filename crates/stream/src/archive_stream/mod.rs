@@ -15,9 +15,6 @@
 
 pub(crate) mod convert;
 
-use crate::connect::Dynamo;
-use crate::error::AdapterError;
-use crate::record::DeletedBy;
 use crate::stream_tail::{PageConsumer, StreamTail};
 use aws_sdk_dynamodb::types::StreamViewType;
 use aws_sdk_dynamodbstreams::types::{AttributeValue as StreamValue, OperationType, Record};
@@ -25,6 +22,9 @@ use convert::{expiry_record, millis};
 use precise_ttl_archive::Sink;
 use precise_ttl_core::removal::{LeftOut, ResolutionRule, ResolutionSetting, StreamSource};
 use precise_ttl_core::{ErrorClass, Timestamp};
+use precise_ttl_dynamodb::connect::Dynamo;
+use precise_ttl_dynamodb::error::AdapterError;
+use precise_ttl_dynamodb::record::DeletedBy;
 use precise_ttl_engine::metrics as m;
 use std::collections::HashMap;
 use std::future::Future;

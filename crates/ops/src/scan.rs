@@ -2,13 +2,13 @@
 //! TTL and shard (for `backfill` and `doctor`), and the conditional write that gives an item its
 //! shard without ever overwriting a concurrent change.
 
-use crate::connect::Dynamo;
-use crate::error::{AdapterError, store_error};
-use crate::item::ItemKey;
-use crate::table::TableShape;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
 use precise_ttl_core::{ErrorClass, Shard, TtlLayout};
+use precise_ttl_dynamodb::connect::Dynamo;
+use precise_ttl_dynamodb::error::{AdapterError, store_error};
+use precise_ttl_dynamodb::item::ItemKey;
+use precise_ttl_dynamodb::table::TableShape;
 use precise_ttl_engine::StoreError;
 use std::collections::HashMap;
 

@@ -2,11 +2,11 @@
 //! sweeper, when each item really disappeared. One poll is one pass over the shards; retrying
 //! (and pausing between retries) is the caller's policy.
 
-use crate::connect::Dynamo;
-use crate::error::AdapterError;
 use aws_sdk_dynamodb::types::{StreamSpecification, StreamViewType, TableDescription};
 use aws_sdk_dynamodbstreams::types::{AttributeValue, OperationType, ShardIteratorType};
 use precise_ttl_core::ErrorClass;
+use precise_ttl_dynamodb::connect::Dynamo;
+use precise_ttl_dynamodb::error::AdapterError;
 
 /// One change seen on the stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,8 +25,11 @@ pub enum EventKind {
     Other(String),
 }
 
-/// The table's full description (stream settings are not part of [`crate::TableShape`]).
-async fn describe(dynamo: &Dynamo, table: &str) -> Result<TableDescription, AdapterError> {
+/// The table's full description (stream settings are not part of [`precise_ttl_dynamodb::TableShape`]).
+pub async fn describe_table(
+    dynamo: &Dynamo,
+    table: &str,
+) -> Result<TableDescription, AdapterError> {
     let out = dynamo
         .query
         .describe_table()
@@ -41,11 +44,11 @@ async fn describe(dynamo: &Dynamo, table: &str) -> Result<TableDescription, Adap
 
 /// The table's stream as DescribeTable says: its view type (`None`: no stream on) and the ARN of
 /// its latest stream.
-pub(crate) async fn current_stream(
+pub async fn current_stream(
     dynamo: &Dynamo,
     table: &str,
 ) -> Result<(Option<StreamViewType>, Option<String>), AdapterError> {
-    let description = describe(dynamo, table).await?;
+    let description = describe_table(dynamo, table).await?;
     let view = description
         .stream_specification()
         .filter(|s| s.stream_enabled())
@@ -56,17 +59,21 @@ pub(crate) async fn current_stream(
 
 /// Turns the table's stream on (keys only), if it is not on already.
 pub async fn enable_keys_stream(dynamo: &Dynamo, table: &str) -> Result<(), AdapterError> {
-    let on = describe(dynamo, table)
+    let on = describe_table(dynamo, table)
         .await?
         .stream_specification()
         .is_some_and(|s| s.stream_enabled());
     if on {
         return Ok(());
     }
-    turn_on(dynamo, table, StreamViewType::KeysOnly).await
+    turn_on_stream(dynamo, table, StreamViewType::KeysOnly).await
 }
 
-async fn turn_on(dynamo: &Dynamo, table: &str, view: StreamViewType) -> Result<(), AdapterError> {
+pub async fn turn_on_stream(
+    dynamo: &Dynamo,
+    table: &str,
+    view: StreamViewType,
+) -> Result<(), AdapterError> {
     dynamo
         .query
         .update_table()
@@ -82,31 +89,6 @@ async fn turn_on(dynamo: &Dynamo, table: &str, view: StreamViewType) -> Result<(
         .await
         .map_err(|e| AdapterError::from_sdk("UpdateTable", &dynamo.describe_endpoint(), e))?;
     Ok(())
-}
-
-/// Turns the table's stream on with new and old images if it is off; says what it found.
-pub async fn enable_old_image_stream(
-    dynamo: &Dynamo,
-    table: &str,
-) -> Result<crate::SetupAction, AdapterError> {
-    let spec = describe(dynamo, table)
-        .await?
-        .stream_specification()
-        .cloned();
-    if let Some(spec) = spec.filter(|s| s.stream_enabled()) {
-        let view = spec
-            .stream_view_type()
-            .map(|v| v.as_str().to_string())
-            .unwrap_or_else(|| "unknown".into());
-        return Ok(match spec.stream_view_type() {
-            Some(StreamViewType::OldImage | StreamViewType::NewAndOldImages) => {
-                crate::SetupAction::StreamAlreadyWithOldImages { view }
-            }
-            _ => crate::SetupAction::StreamWithoutOldImages { view },
-        });
-    }
-    turn_on(dynamo, table, StreamViewType::NewAndOldImages).await?;
-    Ok(crate::SetupAction::StreamEnabled)
 }
 
 /// Reads a table's stream from "now" on, across all its shards.
@@ -136,10 +118,10 @@ where
     E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
     // Credentials that cannot be had are for good too (an expired SSO session, a refused role).
-    if let Some(failure) = crate::error::credentials_failure(endpoint, &e) {
+    if let Some(failure) = precise_ttl_dynamodb::error::credentials_failure(endpoint, &e) {
         return failure;
     }
-    match crate::error::denial(&e) {
+    match precise_ttl_dynamodb::error::denial(&e) {
         Some(denial) => AdapterError::PermissionDenied {
             denial,
             endpoint: endpoint.to_string(),
@@ -151,7 +133,7 @@ where
 impl RemovalStream {
     /// Opens every shard of the table's latest stream at LATEST: only changes from now on.
     pub async fn open_latest(dynamo: &Dynamo, table: &str) -> Result<Self, AdapterError> {
-        let arn = describe(dynamo, table)
+        let arn = describe_table(dynamo, table)
             .await?
             .latest_stream_arn()
             .ok_or_else(|| stream_error("DescribeTable", format!("table {table:?} has no stream")))?

@@ -8,10 +8,6 @@
 
 pub mod capacity;
 
-use crate::connect::Dynamo;
-use crate::error::{AdapterError, again_if_transient};
-use crate::table::TableShape;
-pub use crate::table::{KeyAttribute, KeyType};
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, CreateGlobalSecondaryIndexAction, GlobalSecondaryIndex,
     GlobalSecondaryIndexUpdate, KeySchemaElement, KeyType as AwsKeyRole, Projection,
@@ -20,6 +16,10 @@ use aws_sdk_dynamodb::types::{
 };
 pub use capacity::{IndexCapacity, IndexPlan};
 use precise_ttl_core::TtlLayout;
+use precise_ttl_dynamodb::connect::Dynamo;
+use precise_ttl_dynamodb::error::{AdapterError, again_if_transient};
+use precise_ttl_dynamodb::table::TableShape;
+pub use precise_ttl_dynamodb::table::{KeyAttribute, KeyType};
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -56,7 +56,7 @@ impl Default for SetupOptions {
             native_ttl: true,
             wait: Some(Duration::from_secs(3600)),
             poll_interval: Duration::from_secs(2),
-            lease_table: Some(crate::lease::DEFAULT_LEASE_TABLE.to_string()),
+            lease_table: Some(precise_ttl_dynamodb::lease::DEFAULT_LEASE_TABLE.to_string()),
             stream: false,
             index_capacity: None,
         }
@@ -350,7 +350,7 @@ pub async fn setup(
         actions.push(SetupAction::NativeTtlLeftAlone);
     }
     if options.stream {
-        actions.push(crate::stream::enable_old_image_stream(dynamo, table).await?);
+        actions.push(enable_old_image_stream(dynamo, table).await?);
     }
     if let Some(name) = &options.lease_table {
         actions.push(lease_table(dynamo, name).await?);
@@ -577,7 +577,7 @@ async fn wait_active(
 pub(crate) async fn lease_table(dynamo: &Dynamo, name: &str) -> Result<SetupAction, AdapterError> {
     let name = name.to_string();
     Ok(
-        match crate::lease::create_lease_table(dynamo, &name).await? {
+        match precise_ttl_dynamodb::lease::create_lease_table(dynamo, &name).await? {
             true => SetupAction::LeaseTableCreated { name },
             false => SetupAction::LeaseTableAlreadyPresent { name },
         },
@@ -631,4 +631,35 @@ pub(crate) async fn native_ttl(
             Ok(SetupAction::NativeTtlEnabled)
         }
     }
+}
+
+/// Turns the table's stream on with new and old images if it is off; says what it found.
+pub async fn enable_old_image_stream(
+    dynamo: &Dynamo,
+    table: &str,
+) -> Result<SetupAction, AdapterError> {
+    let spec = precise_ttl_stream::stream::describe_table(dynamo, table)
+        .await?
+        .stream_specification()
+        .cloned();
+    if let Some(spec) = spec.filter(|s| s.stream_enabled()) {
+        let view = spec
+            .stream_view_type()
+            .map(|v| v.as_str().to_string())
+            .unwrap_or_else(|| "unknown".into());
+        return Ok(match spec.stream_view_type() {
+            Some(
+                aws_sdk_dynamodb::types::StreamViewType::OldImage
+                | aws_sdk_dynamodb::types::StreamViewType::NewAndOldImages,
+            ) => SetupAction::StreamAlreadyWithOldImages { view },
+            _ => SetupAction::StreamWithoutOldImages { view },
+        });
+    }
+    precise_ttl_stream::stream::turn_on_stream(
+        dynamo,
+        table,
+        aws_sdk_dynamodb::types::StreamViewType::NewAndOldImages,
+    )
+    .await?;
+    Ok(SetupAction::StreamEnabled)
 }

@@ -1,8 +1,8 @@
 //! The backfill against an in-memory table whose shard writes fail on demand.
 
 use super::*;
-use crate::item::ItemKey;
 use precise_ttl_core::{ErrorClass, Shard, ShardCount};
+use precise_ttl_dynamodb::item::ItemKey;
 use precise_ttl_engine::SystemClock;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex as StdMutex;

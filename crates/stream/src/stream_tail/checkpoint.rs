@@ -2,9 +2,9 @@
 //! whether the shard is finished, in a small DynamoDB table keyed (stream, shard). Written only
 //! once the consumer has made the records before it durable (archived, or indexed).
 
-use crate::connect::Dynamo;
-use crate::error::AdapterError;
 use aws_sdk_dynamodb::types::AttributeValue;
+use precise_ttl_dynamodb::connect::Dynamo;
+use precise_ttl_dynamodb::error::AdapterError;
 use std::collections::HashMap;
 
 pub(crate) const STREAM: &str = "stream";

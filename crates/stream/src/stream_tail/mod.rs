@@ -6,12 +6,12 @@
 
 mod checkpoint;
 
-use crate::connect::Dynamo;
-use crate::error::AdapterError;
 use crate::stream::stream_call_error;
 use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
 use checkpoint::{Checkpoint, load_checkpoints, save_checkpoint};
 use precise_ttl_core::ErrorClass;
+use precise_ttl_dynamodb::connect::Dynamo;
+use precise_ttl_dynamodb::error::AdapterError;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::time::Duration;
@@ -80,7 +80,7 @@ impl StreamTail {
         checkpoint_table: &str,
         what: &str,
     ) -> Result<StreamTail, AdapterError> {
-        crate::control::ensure_table(
+        precise_ttl_dynamodb::control::ensure_table(
             dynamo,
             checkpoint_table,
             &[checkpoint::STREAM, checkpoint::SHARD],
@@ -295,8 +295,8 @@ impl StreamTail {
                 // Refused access is for good: no later pass can read the stream; nor can one
                 // without credentials.
                 Err(e)
-                    if crate::error::denial(&e).is_some()
-                        || crate::error::is_credentials_failure(&e) =>
+                    if precise_ttl_dynamodb::error::denial(&e).is_some()
+                        || precise_ttl_dynamodb::error::is_credentials_failure(&e) =>
                 {
                     return Err(stream_call_error(
                         "GetRecords",
@@ -370,10 +370,11 @@ pub(crate) async fn backlog(
     arn: &str,
     checkpoint_table: &str,
 ) -> Result<StreamBacklog, AdapterError> {
-    let checkpoints = match crate::table::TableShape::describe(dynamo, checkpoint_table).await? {
-        Some(_) => load_checkpoints(dynamo, checkpoint_table, arn).await?,
-        None => HashMap::new(),
-    };
+    let checkpoints =
+        match precise_ttl_dynamodb::table::TableShape::describe(dynamo, checkpoint_table).await? {
+            Some(_) => load_checkpoints(dynamo, checkpoint_table, arn).await?,
+            None => HashMap::new(),
+        };
     let shards = list_shards(dynamo, arn).await?;
     let mut backlog = StreamBacklog {
         shards: shards.len(),

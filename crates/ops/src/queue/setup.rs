@@ -4,12 +4,12 @@
 //! are created when missing. A stream without new images stops setup with what to do about it,
 //! since changing its view type makes a new stream and moves every other reader.
 
-use super::QueueTable;
-use crate::connect::Dynamo;
-use crate::error::AdapterError;
 use crate::setup::{SetupAction, SetupReport};
-use crate::table::TableShape;
 use precise_ttl_core::TtlLayout;
+use precise_ttl_dynamodb::connect::Dynamo;
+use precise_ttl_dynamodb::error::AdapterError;
+use precise_ttl_dynamodb::table::TableShape;
+use precise_ttl_stream::queue::QueueTable;
 
 /// What the queue layout's setup does beyond the queue table.
 #[derive(Debug, Clone)]
@@ -37,11 +37,11 @@ pub async fn setup_queue(
         });
     }
     let mut actions = Vec::new();
-    let (view, _) = crate::stream::current_stream(dynamo, table).await?;
+    let (view, _) = precise_ttl_stream::stream::current_stream(dynamo, table).await?;
     match view {
-        None => actions.push(crate::stream::enable_old_image_stream(dynamo, table).await?),
+        None => actions.push(crate::setup::enable_old_image_stream(dynamo, table).await?),
         Some(view) => {
-            super::indexer::check_view(table, Some(view.clone()))?;
+            precise_ttl_stream::queue::indexer::check_view(table, Some(view.clone()))?;
             actions.push(SetupAction::StreamWithNewImages {
                 view: view.as_str().to_string(),
             });

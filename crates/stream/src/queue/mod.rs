@@ -10,17 +10,9 @@
 //! answer: deleted, or no longer due (its TTL extended, removed or changed, or the item gone).
 //! Application items are never written.
 
-pub mod backfill;
 pub mod indexer;
 pub mod inspect;
-pub mod setup;
-mod status;
 
-use crate::connect::Dynamo;
-use crate::error::{AdapterError, store_error};
-use crate::item::ItemKey;
-use crate::store::{DynamoStore, record_capacity};
-use crate::table::TableShape;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, DeleteRequest, KeySchemaElement, KeyType,
@@ -28,6 +20,11 @@ use aws_sdk_dynamodb::types::{
 };
 use precise_ttl_core::queue::{EntryKey, KeyDigest, sort_bounds};
 use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Shard, ShardCount, TtlLayout};
+use precise_ttl_dynamodb::connect::Dynamo;
+use precise_ttl_dynamodb::error::{AdapterError, store_error};
+use precise_ttl_dynamodb::item::ItemKey;
+use precise_ttl_dynamodb::store::{DynamoStore, record_capacity};
+use precise_ttl_dynamodb::table::TableShape;
 use precise_ttl_engine::{DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError};
 use std::collections::HashMap;
 
@@ -62,6 +59,10 @@ impl QueueTable {
             dynamo,
             name: name.to_string(),
         }
+    }
+
+    pub fn dynamo(&self) -> &Dynamo {
+        &self.dynamo
     }
 
     pub fn name(&self) -> &str {
@@ -103,7 +104,12 @@ impl QueueTable {
                 AdapterError::from_sdk("CreateTable", &self.dynamo.describe_endpoint(), e)
             })?;
         // Setup's next step (backfill, run) writes to it at once.
-        crate::control::wait_active(&self.dynamo, &self.name, "the expiry queue table").await?;
+        precise_ttl_dynamodb::control::wait_active(
+            &self.dynamo,
+            &self.name,
+            "the expiry queue table",
+        )
+        .await?;
         Ok(true)
     }
 
@@ -138,8 +144,8 @@ impl QueueTable {
         shard: Shard,
         window: DueWindow,
         max_pages: Option<u64>,
-    ) -> Result<crate::status::DueCount, StoreError> {
-        crate::status::count_query(
+    ) -> Result<precise_ttl_dynamodb::count::DueCount, StoreError> {
+        precise_ttl_dynamodb::count::count_query(
             |start| self.due_query(shard, window).set_exclusive_start_key(start),
             max_pages,
         )
@@ -147,7 +153,7 @@ impl QueueTable {
     }
 
     /// The Query of `shard`'s entries whose expiry lies in `window`, oldest first.
-    fn due_query(&self, shard: Shard, window: DueWindow) -> QueryFluentBuilder {
+    pub fn due_query(&self, shard: Shard, window: DueWindow) -> QueryFluentBuilder {
         let (low, high) = sort_bounds(window);
         self.dynamo
             .query
@@ -209,7 +215,7 @@ impl QueueTable {
     }
 }
 
-fn check_keys(shape: &TableShape) -> Result<(), AdapterError> {
+pub fn check_keys(shape: &TableShape) -> Result<(), AdapterError> {
     let ok = shape.partition.name == SHARD
         && shape.attribute_types.get(SHARD).map(String::as_str) == Some("N")
         && shape.sort.as_ref().is_some_and(|s| s.name == DUE)
@@ -229,7 +235,7 @@ pub fn entry_key(item: &ItemKey, expiry: Expiry, shards: ShardCount) -> EntryKey
     let sort = item
         .attributes()
         .get(1)
-        .map(|(_, v)| crate::item::key_bytes(v));
+        .map(|(_, v)| precise_ttl_dynamodb::item::key_bytes(v));
     EntryKey::new(
         KeyDigest::of(&item.partition_bytes(), sort.as_deref()),
         expiry,

@@ -1,0 +1,16 @@
+//! precise-ttl's operator tools on DynamoDB: `setup` (the expiry index, native TTL, capacity
+//! planning), `status` (what the index or the queue says is due), `backfill` (shards for items
+//! written before adoption), the whole-table `scan` they and `doctor` read with, and the expiry
+//! queue's counterparts (`queue`).
+//!
+//! They compute and return data; the binaries print it. Below: the engine's adapter
+//! (`precise-ttl-dynamodb`) and the stream side (`precise-ttl-stream`).
+
+pub mod backfill;
+pub mod queue;
+pub mod scan;
+pub mod setup;
+pub mod status;
+
+pub use scan::{ScanFilter, ScanPage, ScannedItem, Segment, ShardWrite, TableScan};
+pub use setup::{CreateTable, KeyAttribute, KeyType, SetupAction, SetupOptions, SetupReport};

@@ -1,0 +1,7 @@
+//! The expiry queue's operator tools: `setup` (the queue table, the stream, the leases),
+//! `status` per queue shard, and `backfill` of the entries of items written before the
+//! indexer ran. The queue itself (its table, store and indexer) is `precise_ttl_stream::queue`.
+
+pub mod backfill;
+pub mod setup;
+pub mod status;
