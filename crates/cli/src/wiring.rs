@@ -27,6 +27,15 @@ pub async fn connect(global: &args::Global) -> Result<Dynamo, precise_ttl_dynamo
     .await
 }
 
+/// An operator tool's error as the adapter's or the store's own, so `main`'s hints and exit
+/// codes find it in the chain as they find the adapter's.
+pub fn ops_error(e: precise_ttl_ops::error::OpsError) -> anyhow::Error {
+    match e {
+        precise_ttl_ops::error::OpsError::Adapter(e) => e.into(),
+        precise_ttl_ops::error::OpsError::Store(e) => e.into(),
+    }
+}
+
 /// How long a stopping command waits for its archive to reach its final place (S3: the last
 /// segments uploaded); what is left stays in the spool for the next start.
 pub const ARCHIVE_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(30);

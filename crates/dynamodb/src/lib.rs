@@ -4,8 +4,8 @@
 //! tools (`setup`, `status`, `backfill`) are `precise-ttl-ops`.
 //!
 //! AWS vocabulary (AttributeValue, GSI, ConditionExpression) stays inside this crate and the two
-//! above it (`stream`, `ops`); what it
-//! hands upward is expressed in the domain types of `precise-ttl-core` and the engine.
+//! above it (`stream`, `ops`); what they hand upward is expressed in the domain types of
+//! `precise-ttl-core` and the engine.
 
 pub mod blog;
 pub mod bulk;
