@@ -5,7 +5,8 @@
 
 use crate::args::{DoctorArgs, Global, IndexLayout};
 use crate::wiring::Outcome;
-use precise_ttl_ops::doctor::{DoctorOptions, QueueCheck, doctor};
+use precise_ttl_ops::doctor::{DoctorOptions, doctor};
+use precise_ttl_ops::queue::QueueCheck;
 
 pub async fn run(global: &Global, args: &DoctorArgs) -> anyhow::Result<Outcome> {
     let layout = global.layout()?;

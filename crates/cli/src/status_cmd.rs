@@ -1,19 +1,17 @@
 //! `precise-ttl status`: the index as seen from outside, per shard, with each shard's lease
 //! owner when `run` works as a fleet; with `--metrics-url`, each running worker's admission
-//! controllers as its `/metrics` shows them (`worker_metrics`).
+//! controllers as its `/metrics` shows them (`worker_metrics`). What the table says is read by
+//! `precise_ttl_ops::table_status`; this file asks the workers, prints both and picks the exit
+//! code.
 
 use crate::args::{Global, IndexLayout, StatusArgs};
 use crate::wiring::Outcome;
 use crate::worker_metrics::{self, Admission};
 use precise_ttl_core::Timestamp;
 use precise_ttl_core::queue::INDEXER_BUCKETS;
-use precise_ttl_dynamodb::{AdapterError, DynamoStore, LeaseTable, StoredLease, TableShape};
-use precise_ttl_engine::Clock;
-use precise_ttl_ops::status::shard_status;
-use precise_ttl_stream::queue::indexer::indexer_owners;
-use precise_ttl_stream::queue::inspect::parts;
-use precise_ttl_stream::queue::{QueueStore, QueueTable};
-use std::collections::BTreeMap;
+use precise_ttl_dynamodb::StoredLease;
+use precise_ttl_ops::queue::QueueCheck;
+use precise_ttl_ops::table_status::table_status;
 
 pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> {
     // Usage first: a missing table asks no worker.
@@ -35,74 +33,34 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
         _ => None,
     };
     let dynamo = crate::wiring::connect(global).await?;
-    // Same checks as the sweeper: a clear error for a missing table, index or queue.
-    let parts = match &queue {
-        Some(q) => {
-            QueueStore::open(dynamo.clone(), table, q, layout.clone()).await?;
-            let checkpoints = &args.indexer.indexer_checkpoint_table;
-            Some(parts(&dynamo, table, q, checkpoints).await?)
-        }
-        None => {
-            DynamoStore::open(dynamo.clone(), table, layout.clone()).await?;
-            None
-        }
-    };
-    let shape = TableShape::require(&dynamo, table).await?;
-    // Due by the store's clock: this host's, held back by any lead its answers revealed.
-    let clock = dynamo.store_clock.clone();
-    let now = clock.now();
-    let mut shards = Vec::new();
-    for shard in layout.shards.all() {
-        shards.push(match &queue {
-            Some(q) => {
-                precise_ttl_ops::queue::status::shard_status(
-                    &QueueTable::new(dynamo.clone(), q),
-                    shard,
-                    now,
-                )
-                .await?
-            }
-            None => shard_status(&dynamo, table, &layout, shard, now).await?,
-        });
-    }
+    let check = queue.as_ref().map(|q| QueueCheck {
+        queue_table: q.clone(),
+        checkpoint_table: args.indexer.indexer_checkpoint_table.clone(),
+    });
+    let st = table_status(
+        &dynamo,
+        table,
+        &layout,
+        check.as_ref(),
+        &args.leases.lease_table,
+    )
+    .await
+    .map_err(crate::wiring::ops_error)?;
+    let (shape, parts, shards, leases, indexers) =
+        (&st.shape, &st.queue, &st.shards, &st.leases, &st.indexers);
+    let now = st.now;
     let index = queue.as_deref().unwrap_or(&layout.index_name);
-    let leases: Option<BTreeMap<String, StoredLease>> =
-        match LeaseTable::open(dynamo.clone(), &args.leases.lease_table, table, index).await {
-            Ok(t) => Some(
-                t.all()
-                    .await?
-                    .into_iter()
-                    .map(|l| (l.record.key.clone(), l))
-                    .collect(),
-            ),
-            Err(AdapterError::LeaseTableMissing { .. }) => None,
-            Err(e) => return Err(e.into()),
-        };
-    let indexers = match &queue {
-        Some(_) => indexer_owners(&dynamo, &args.leases.lease_table, table).await?,
-        None => None,
-    };
     let lease_of = |shard: u16| leases.as_ref().and_then(|l| l.get(&shard.to_string()));
     let lease_age = |l: &StoredLease| {
         l.renewed_at_ms
             .map(|ms| now.millis_since(Timestamp::from_millis(ms)) as f64 / 1000.0)
     };
-    let mut workers: BTreeMap<&str, usize> = BTreeMap::new();
-    for l in leases.iter().flat_map(|l| l.values()) {
-        if let Some(owner) = l.record.owner.as_deref() {
-            *workers.entry(owner).or_default() += 1;
-        }
-    }
-    let watermark = shards.iter().map(|s| s.watermark(now)).min().unwrap_or(now);
-    let upcoming: Vec<u64> = shards.iter().map(|s| s.upcoming).collect();
-    let advice = precise_ttl_core::sizing::advise(
-        &upcoming,
-        precise_ttl_ops::status::UPCOMING.as_secs_f64(),
-    );
-    let due: u64 = shards.iter().map(|s| s.due).sum();
+    let workers = st.workers();
+    let watermark = st.watermark();
+    let advice = st.advice();
+    let due = st.due();
     let age = |t: Timestamp| now.millis_since(t) as f64 / 1000.0;
-    let offset = clock.offset_ms().map(|ms| ms as f64 / 1000.0);
-    let lead = clock.lead().as_secs_f64();
+    let (offset, lead) = (st.store_offset_s, st.host_lead_s);
     let mut workers_asked: Vec<(String, Result<Admission, String>)> = Vec::new();
     for (url, task) in args.metrics_url.iter().zip(asked) {
         let answer = task
@@ -184,10 +142,10 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
         shape.describe_key(),
         layout.shards
     );
-    if let Some(p) = &parts {
+    if let Some(p) = parts {
         println!("{}", p.describe(now.as_secs_f64()));
     }
-    if let Some(owners) = &indexers {
+    if let Some(owners) = indexers {
         let held: Vec<String> = owners
             .iter()
             .map(|(w, n)| format!("{w} ({n} of {INDEXER_BUCKETS} stream buckets)"))
@@ -201,7 +159,7 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
         "{:>5}  {:>9}  {:>12}  {:<24} {:>9}  next expiries (seconds from now)",
         "shard", "due", "oldest age", "lease owner", "lease age"
     );
-    for s in &shards {
+    for s in shards {
         let oldest = s
             .oldest_due
             .map_or("-".to_string(), |t| format!("{:.1} s", age(t)));
@@ -223,7 +181,7 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
             next.join(", ")
         );
     }
-    match &leases {
+    match leases {
         None => println!("no lease table {:?}: no fleet", args.leases.lease_table),
         Some(_) if workers.is_empty() => println!("workers: none holds a lease"),
         Some(_) => println!(

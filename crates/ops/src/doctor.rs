@@ -4,6 +4,7 @@
 //! them.
 
 use crate::error::OpsError;
+use crate::queue::QueueCheck;
 use crate::setup::capacity::{self, IndexCapacity, WriteNeed};
 use crate::{ScanFilter, ScannedItem, Segment, TableScan};
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -40,13 +41,6 @@ pub struct DoctorOptions {
     pub rate_pages: u64,
     /// The stream-queue layout: check the queue instead of the shard index.
     pub queue: Option<QueueCheck>,
-}
-
-/// The expiry queue to check, and the indexer's checkpoints.
-#[derive(Debug, Clone)]
-pub struct QueueCheck {
-    pub queue_table: String,
-    pub checkpoint_table: String,
 }
 
 /// What `doctor` found.

@@ -13,6 +13,7 @@ pub mod queue;
 pub mod scan;
 pub mod setup;
 pub mod status;
+pub mod table_status;
 
 pub use scan::{ScanFilter, ScanPage, ScannedItem, Segment, ShardWrite, TableScan};
 pub use setup::{CreateTable, KeyAttribute, KeyType, SetupAction, SetupOptions, SetupReport};

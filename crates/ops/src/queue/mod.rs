@@ -5,3 +5,10 @@
 pub mod backfill;
 pub mod setup;
 pub mod status;
+
+/// The expiry queue that `doctor` and `status` read, and the indexer's checkpoint table.
+#[derive(Debug, Clone)]
+pub struct QueueCheck {
+    pub queue_table: String,
+    pub checkpoint_table: String,
+}
