@@ -97,7 +97,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
             let shards: SharedPartitioning<_> = Arc::new(layout.shards);
             let daemon = Daemon::new(Arc::new(store), dynamo.store_clock.clone(), shards, config)
                 .with_handle(handle.clone());
-            let mut indexing = indexer.map(crate::indexer::Running::start);
+            let mut indexing = indexer.map(precise_ttl_stream::queue::running::Running::start);
             let failed = indexing.as_mut().and_then(|i| i.failed.take());
             let report = serve_and_run(
                 daemon,

@@ -12,6 +12,7 @@
 
 pub mod indexer;
 pub mod inspect;
+pub mod running;
 
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::{
