@@ -192,10 +192,8 @@ pub fn signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     }
 }
 
-/// Calls `attempt` until it succeeds, fails for good, or a signal arrives (`Ok(None)`). A store
-/// that is unreachable, resets connections or answers 5xx is waited for, with capped, jittered
-/// back-off and a warning at most every 10 s; a misconfiguration (no table, no index, no lease
-/// table, access denied, no credentials or region) fails at once.
+/// Calls `attempt` until it succeeds, fails for good, or a signal arrives (`Ok(None)`): see
+/// [`precise_ttl_dynamodb::reach`].
 pub async fn until_reachable<T, F, Fut>(attempt: F) -> anyhow::Result<Option<T>>
 where
     F: FnMut() -> Fut,
@@ -209,63 +207,19 @@ where
 /// while the next one starts, and exits non-zero, having done nothing.
 pub async fn until_reachable_by<T, F, Fut>(
     deadline: Option<tokio::time::Instant>,
-    mut attempt: F,
+    attempt: F,
 ) -> anyhow::Result<Option<T>>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, precise_ttl_dynamodb::AdapterError>>,
 {
-    use precise_ttl_core::{Backoff, ErrorClass};
-    let backoff = Backoff {
-        base: std::time::Duration::from_millis(200),
-        // At most a second between attempts: a store that comes back is used within a second.
-        cap: std::time::Duration::from_secs(1),
-        max_attempts: u32::MAX,
-    };
-    let mut failures = 0u32;
-    let mut warned: Option<std::time::Instant> = None;
-    let stop = signal();
-    tokio::pin!(stop);
-    let deadline_passed = async move {
-        match deadline {
-            Some(at) => tokio::time::sleep_until(at).await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::pin!(deadline_passed);
-    let gave_up = |last: Option<precise_ttl_dynamodb::AdapterError>| {
-        const WHY: &str = "the --for deadline passed before the store could be reached";
-        match last {
-            Some(e) => anyhow::Error::new(e).context(WHY),
-            None => anyhow::anyhow!("{WHY} (no answer yet)"),
-        }
-    };
-    let mut last = None;
-    loop {
-        // A stop ends an attempt in progress too: against a store that does not answer, an
-        // attempt lasts up to the attempt timeout (10 s), and a stop must not wait for it. The
-        // attempts only read and create what is missing, so dropping one halfway is harmless.
-        let result = tokio::select! {
-            biased;
-            _ = &mut stop => return Ok(None),
-            _ = &mut deadline_passed => return Err(gave_up(last)),
-            r = attempt() => r,
-        };
-        let e = match result {
-            Ok(t) => return Ok(Some(t)),
-            Err(e) if matches!(e.class(), ErrorClass::Transient | ErrorClass::Throttled) => e,
-            Err(e) => return Err(e.into()),
-        };
-        failures = failures.saturating_add(1);
-        if warned.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(10)) {
-            tracing::warn!(error = %e, attempts = failures, "the store is not reachable yet; retrying");
-            warned = Some(std::time::Instant::now());
-        }
-        last = Some(e);
-        tokio::select! {
-            _ = &mut stop => return Ok(None),
-            _ = &mut deadline_passed => return Err(gave_up(last)),
-            _ = tokio::time::sleep(backoff.delay(failures, fastrand::f64())) => {}
-        }
-    }
+    use precise_ttl_dynamodb::reach::{ReachError, until_reachable};
+    const WHY: &str = "the --for deadline passed before the store could be reached";
+    until_reachable(signal(), deadline, attempt)
+        .await
+        .map_err(|e| match e {
+            ReachError::Fatal(e) => e.into(),
+            ReachError::DeadlinePassed(Some(e)) => anyhow::Error::new(e).context(WHY),
+            ReachError::DeadlinePassed(None) => anyhow::anyhow!("{WHY} (no answer yet)"),
+        })
 }

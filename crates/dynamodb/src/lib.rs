@@ -17,6 +17,7 @@ pub mod count;
 pub mod error;
 pub mod item;
 pub mod lease;
+pub mod reach;
 pub mod record;
 pub mod store;
 pub mod store_clock;
