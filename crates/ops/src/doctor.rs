@@ -250,7 +250,7 @@ pub async fn doctor(
     }
 
     // The index's write load ahead, from the index itself (a sample scan cannot tell the rate):
-    // items due in the next minute, per shard, at most --rate-pages pages each so the read cost
+    // items due in the next minute, per shard, at most `rate_pages` pages each so the read cost
     // stays bounded whatever is due.
     let mut upcoming = Vec::new();
     let mut counted = DueCount::default();
