@@ -4,11 +4,10 @@
 //! Each key hashes (a fixed, seeded FNV-1a, stable across Rust releases, unlike `DefaultHasher`)
 //! to one of N table partitions; each item's shard is its index partition. Deletes draw one write
 //! unit from a token bucket per table partition, the table, the index partition and the index
-//! (each full at the start, refilled at its rate, holding `rate * burst_seconds`: the
-//! simulator's semantics, see `precise_ttl_sim::capacity::Bucket`). A delete is admitted only
-//! when every bucket it touches holds a token; a refused one writes nothing and fails with
-//! [`StoreError::throttled`] of the refusing scope. [`ExpiryStore::delete_many_if_due`] is a
-//! batch of up to 25 with one outcome per item, as DynamoDB's `BatchExecuteStatement` answers.
+//! (each [`precise_ttl_core::bucket::Bucket`]'s burst credit, as the simulator's). A delete is
+//! admitted only when every bucket it touches holds a token; a refused one writes nothing and
+//! fails with [`StoreError::throttled`] of the refusing scope.
+//! [`ExpiryStore::delete_many_if_due`] is a batch of up to 25 with one outcome per item, as DynamoDB's `BatchExecuteStatement` answers.
 //! Every request takes a round trip (`tokio::time::sleep`; fixed, or log-normal from a seeded
 //! source as the simulator's), a delete taking effect half way, and buckets read
 //! `tokio::time::Instant`, so under `tokio::time::pause()` a run is the same on every machine.
@@ -30,51 +29,44 @@ use std::sync::Mutex;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// A token bucket: full at the start, refilled at `rate` per second, holding `rate *
-/// burst_seconds` at most (DynamoDB's burst credit; the simulator's `Bucket` and the bench
-/// bound's are tested against this one in the engine's load tests, so the three cannot drift).
+/// A token bucket: [`precise_ttl_core::bucket::Bucket`]'s burst credit (full at the start,
+/// refilled at `rate` per second, holding `rate * burst_seconds` at most) on tokio's clock. The
+/// simulator's `Bucket` and the bench bound's keep their tokens in the same one, and the
+/// engine's load tests check the three admit the same.
 #[derive(Debug, Clone)]
 pub struct Bucket {
-    rate: f64,
-    capacity: f64,
-    tokens: f64,
-    last: Instant,
+    bucket: precise_ttl_core::bucket::Bucket,
+    origin: Instant,
 }
 
 impl Bucket {
     /// A full bucket; an infinite `rate` admits everything.
     pub fn new(rate: f64, burst_seconds: f64, now: Instant) -> Bucket {
-        // As the simulator: at least a millisecond's worth, so a zero burst still admits.
-        let capacity = rate * burst_seconds.max(0.001);
         Bucket {
-            rate,
-            capacity,
-            tokens: capacity,
-            last: now,
+            bucket: precise_ttl_core::bucket::Bucket::burst_credit(
+                rate,
+                burst_seconds,
+                Duration::ZERO,
+            ),
+            origin: now,
         }
     }
 
     /// The tokens held at `now` (time never runs backwards for a bucket).
     pub fn tokens(&mut self, now: Instant) -> f64 {
-        if self.rate.is_finite() {
-            let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
-            self.tokens = (self.tokens + elapsed * self.rate).min(self.capacity);
-            self.last = now.max(self.last);
-        }
-        self.tokens
+        self.bucket
+            .tokens(now.saturating_duration_since(self.origin))
     }
 
-    /// Whether one token is there at `now`. The 1e-9 absorbs the float error of many small
-    /// refills, as the simulator's does.
+    /// Whether one token is there at `now` (within the float error of many small refills).
     pub fn has_token(&mut self, now: Instant) -> bool {
-        self.rate.is_infinite() || self.tokens(now) + 1e-9 >= 1.0
+        self.bucket
+            .admits(1.0, now.saturating_duration_since(self.origin))
     }
 
     /// Takes one token (call [`Bucket::has_token`] first).
     pub fn take(&mut self) {
-        if self.rate.is_finite() {
-            self.tokens -= 1.0;
-        }
+        self.bucket.take(1.0);
     }
 }
 

@@ -10,7 +10,7 @@
 use crate::error::Throttle;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// One kilobyte: a write unit's size.
 pub const WRITE_UNIT_BYTES: usize = 1024;
@@ -56,57 +56,44 @@ impl Limits {
     }
 }
 
+/// A partition's (or a table's, or an index's) bucket: [`precise_ttl_core::bucket::Bucket`]'s
+/// burst credit on the simulator's clock.
 #[derive(Debug, Clone)]
 pub struct Bucket {
-    rate: f64,
-    capacity: f64,
-    tokens: f64,
-    last: Instant,
+    bucket: precise_ttl_core::bucket::Bucket,
+    origin: Instant,
 }
 
 impl Bucket {
     /// A full bucket.
     pub fn new(rate: f64, burst_seconds: f64, now: Instant) -> Bucket {
-        let capacity = rate * burst_seconds.max(0.001);
         Bucket {
-            rate,
-            capacity,
-            tokens: capacity,
-            last: now,
+            bucket: precise_ttl_core::bucket::Bucket::burst_credit(
+                rate,
+                burst_seconds,
+                Duration::ZERO,
+            ),
+            origin: now,
         }
-    }
-
-    fn refill(&mut self, now: Instant) {
-        if self.rate.is_infinite() {
-            return;
-        }
-        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
-        self.last = now.max(self.last);
-        self.tokens = (self.tokens + elapsed * self.rate).min(self.capacity);
     }
 
     /// Whether `cost` can be taken now (a read's cost is unknown: any positive balance).
     pub fn admits(&mut self, cost: Option<f64>, now: Instant) -> bool {
-        if self.rate.is_infinite() {
-            return true;
-        }
-        self.refill(now);
+        let t = now.saturating_duration_since(self.origin);
         match cost {
-            Some(cost) => self.tokens + 1e-9 >= cost,
-            None => self.tokens > 0.0,
+            Some(cost) => self.bucket.admits(cost, t),
+            None => self.bucket.is_unlimited() || self.bucket.tokens(t) > 0.0,
         }
     }
 
     /// Takes `cost`, possibly into debt.
     pub fn take(&mut self, cost: f64) {
-        if self.rate.is_finite() {
-            self.tokens -= cost;
-        }
+        self.bucket.take(cost);
     }
 
     pub fn tokens(&mut self, now: Instant) -> f64 {
-        self.refill(now);
-        self.tokens
+        self.bucket
+            .tokens(now.saturating_duration_since(self.origin))
     }
 }
 
@@ -169,7 +156,6 @@ impl Billing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn units_round_up() {
