@@ -9,7 +9,7 @@
 //! which the bound steps in (a refill over `k` ms is `k * rate_per_ms`, computed from `k` as a
 //! whole number, so it is the same to the bit as the bound's own arithmetic always was).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Tokens refilled at a rate, up to a depth; full (or as told) at the start. An infinite rate
 /// admits everything and never runs down. Tokens may go below zero (a cost taken into debt, as
@@ -102,6 +102,46 @@ impl Bucket {
     }
 }
 
+/// [`Bucket::burst_credit`] on `Instant`s (the caller's: a simulated or paused clock is as good
+/// as the wall's), its origin the instant it was made.
+#[derive(Debug, Clone)]
+pub struct InstantBucket {
+    bucket: Bucket,
+    origin: Instant,
+}
+
+impl InstantBucket {
+    /// A full bucket; an infinite `rate` admits everything.
+    pub fn new(rate: f64, burst_seconds: f64, now: Instant) -> InstantBucket {
+        InstantBucket {
+            bucket: Bucket::burst_credit(rate, burst_seconds, Duration::ZERO),
+            origin: now,
+        }
+    }
+
+    /// The tokens held at `now`.
+    pub fn tokens(&mut self, now: Instant) -> f64 {
+        self.bucket
+            .tokens(now.saturating_duration_since(self.origin))
+    }
+
+    /// Whether `cost` can be taken at `now`; `None`, a cost not known until it is paid (a
+    /// read's: DynamoDB admits it on any positive balance and charges it afterwards).
+    pub fn admits(&mut self, cost: Option<f64>, now: Instant) -> bool {
+        match cost {
+            Some(cost) => self
+                .bucket
+                .admits(cost, now.saturating_duration_since(self.origin)),
+            None => self.bucket.is_unlimited() || self.tokens(now) > 0.0,
+        }
+    }
+
+    /// Takes `cost`, possibly into debt.
+    pub fn take(&mut self, cost: f64) {
+        self.bucket.take(cost);
+    }
+}
+
 /// `d` in milliseconds, exact for a whole number of them.
 fn millis(d: Duration) -> f64 {
     d.as_secs() as f64 * 1000.0 + f64::from(d.subsec_nanos()) / 1e6
@@ -172,6 +212,17 @@ mod tests {
             at = t;
             assert_eq!(b.available(ms(at as u64)).to_bits(), tokens.to_bits());
         }
+    }
+
+    #[test]
+    fn on_instants_reads_are_admitted_on_any_positive_balance_and_paid_after() {
+        let t0 = Instant::now();
+        let mut b = InstantBucket::new(1000.0, 1.0, t0);
+        assert!(b.admits(Some(1000.0), t0) && !b.admits(Some(1001.0), t0));
+        b.take(1500.0);
+        assert!(!b.admits(None, t0 + ms(500)));
+        assert!(b.admits(None, t0 + ms(501)));
+        assert!((b.tokens(t0 + ms(60_000)) - 1000.0).abs() < 1e-6);
     }
 
     #[test]

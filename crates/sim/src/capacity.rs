@@ -10,7 +10,7 @@
 use crate::error::Throttle;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// One kilobyte: a write unit's size.
 pub const WRITE_UNIT_BYTES: usize = 1024;
@@ -56,46 +56,9 @@ impl Limits {
     }
 }
 
-/// A partition's (or a table's, or an index's) bucket: [`precise_ttl_core::bucket::Bucket`]'s
-/// burst credit on the simulator's clock.
-#[derive(Debug, Clone)]
-pub struct Bucket {
-    bucket: precise_ttl_core::bucket::Bucket,
-    origin: Instant,
-}
-
-impl Bucket {
-    /// A full bucket.
-    pub fn new(rate: f64, burst_seconds: f64, now: Instant) -> Bucket {
-        Bucket {
-            bucket: precise_ttl_core::bucket::Bucket::burst_credit(
-                rate,
-                burst_seconds,
-                Duration::ZERO,
-            ),
-            origin: now,
-        }
-    }
-
-    /// Whether `cost` can be taken now (a read's cost is unknown: any positive balance).
-    pub fn admits(&mut self, cost: Option<f64>, now: Instant) -> bool {
-        let t = now.saturating_duration_since(self.origin);
-        match cost {
-            Some(cost) => self.bucket.admits(cost, t),
-            None => self.bucket.is_unlimited() || self.bucket.tokens(t) > 0.0,
-        }
-    }
-
-    /// Takes `cost`, possibly into debt.
-    pub fn take(&mut self, cost: f64) {
-        self.bucket.take(cost);
-    }
-
-    pub fn tokens(&mut self, now: Instant) -> f64 {
-        self.bucket
-            .tokens(now.saturating_duration_since(self.origin))
-    }
-}
+/// A partition's (or a table's, or an index's) bucket: the one token bucket's burst credit on
+/// the simulator's clock.
+pub use precise_ttl_core::bucket::InstantBucket as Bucket;
 
 /// A partition's two buckets.
 #[derive(Debug, Clone)]
@@ -156,6 +119,7 @@ impl Billing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn units_round_up() {
