@@ -12,13 +12,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 async fn query_and_scan_hide_expired_items_and_count_only_the_rest() {
     let (table, client) = hiding_table().await;
     let q = query_pk(&client, &table).send().await.unwrap();
-    assert_eq!(sks(q.items()), visible());
-    assert_eq!(q.count, VISIBLE.len() as i32);
+    assert_shown(q.items(), q.count, &visible());
     assert_eq!(q.scanned_count, (VISIBLE.len() + HIDDEN.len()) as i32);
 
     let s = client.scan().table_name(&table).send().await.unwrap();
-    assert_eq!(sks(s.items()), visible());
-    assert_eq!(s.count, VISIBLE.len() as i32);
+    assert_shown(s.items(), s.count, &visible());
 
     // Without the interceptor every item is there.
     let raw = plain().scan().table_name(&table).send().await.unwrap();
@@ -124,6 +122,11 @@ async fn assert_kind_a(table: &str, items: &[Item], count: i32) {
         .filter(|sk| VISIBLE.contains(&sk.as_str()))
         .collect();
     assert!(!expected.is_empty());
+    assert_shown(items, count, &expected);
+}
+
+/// `items` are `expected`'s, and `count` counts them.
+fn assert_shown(items: &[Item], count: i32, expected: &[String]) {
     assert_eq!(sks(items), expected);
     assert_eq!(count as usize, expected.len());
 }
@@ -196,8 +199,7 @@ async fn items_that_expire_in_flight_are_hidden_on_arrival_and_not_counted() {
     let client = hiding(HideExpired::new("ttl").with_clock(clock));
     let q = query_pk(&client, &table).send().await.unwrap();
     assert_eq!(reads.load(Ordering::SeqCst), 2);
-    assert_eq!(sks(q.items()), visible());
-    assert_eq!(q.count, VISIBLE.len() as i32);
+    assert_shown(q.items(), q.count, &visible());
     assert_eq!(
         q.scanned_count,
         (VISIBLE.len() + HIDDEN.len() + 1) as i32,
@@ -222,8 +224,7 @@ async fn legacy_parameters_get_the_client_side_check() {
         .send()
         .await
         .unwrap();
-    assert_eq!(sks(q.items()), visible());
-    assert_eq!(q.count, VISIBLE.len() as i32);
+    assert_shown(q.items(), q.count, &visible());
     let s = client
         .scan()
         .table_name(&table)
