@@ -98,7 +98,8 @@ impl Bucket {
         if self.is_unlimited() || short <= 0.0 {
             return Duration::ZERO;
         }
-        Duration::from_secs_f64(short / self.per_ms / 1000.0)
+        // A rate too slow to say (a vanishing one): as good as never.
+        Duration::try_from_secs_f64(short / self.per_ms / 1000.0).unwrap_or(Duration::MAX)
     }
 }
 
@@ -185,6 +186,10 @@ mod tests {
         b.take(1500.0);
         assert!(!b.admits(f64::MIN_POSITIVE, ms(0)));
         assert_eq!(b.wait_for(1.0), ms(501));
+        assert_eq!(
+            Bucket::holding(f64::MIN_POSITIVE, 1.0, 0.0, ms(0)).wait_for(1.0),
+            Duration::MAX
+        );
         assert!(!b.admits(1.0, ms(500)) && b.admits(1.0, ms(501)));
     }
 
