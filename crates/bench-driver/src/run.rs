@@ -265,14 +265,9 @@ async fn run_on(
         sampler,
     );
     progress.event(Event::Sweeping { expected: total });
+    let removed = || observer.removed_count();
     let watched = watch
-        .until_over(
-            &clock,
-            progress,
-            || observer.removed_count(),
-            &mut fleet,
-            lambda.as_mut(),
-        )
+        .until_over(&clock, progress, removed, &mut fleet, lambda.as_mut())
         .await;
     if let Err(e) = watched {
         if let Some(lambda) = lambda {
