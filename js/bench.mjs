@@ -15,12 +15,12 @@ import path from "node:path";
 import { parseArgs } from "node:util";
 import {
   DynamoDBClient,
-  CreateTableCommand,
   BatchWriteItemCommand,
   QueryCommand,
   GetItemCommand,
 } from "@aws-sdk/client-dynamodb";
 import { hideExpired } from "./index.mjs";
+import { createTable } from "./test/support.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const script = path.resolve(here, "../scripts/dynamodb-local");
@@ -68,20 +68,7 @@ try {
   const hiding = hideExpired(new DynamoDBClient(config));
 
   const table = `bench-${process.pid}`;
-  await plain.send(
-    new CreateTableCommand({
-      TableName: table,
-      BillingMode: "PAY_PER_REQUEST",
-      AttributeDefinitions: [
-        { AttributeName: "pk", AttributeType: "S" },
-        { AttributeName: "sk", AttributeType: "S" },
-      ],
-      KeySchema: [
-        { AttributeName: "pk", KeyType: "HASH" },
-        { AttributeName: "sk", KeyType: "RANGE" },
-      ],
-    }),
-  );
+  await createTable(plain, table);
   // None expired: the figures are the middleware's cost, not the filter's effect.
   const ttl = String(Math.floor(Date.now() / 1000) + 86400);
   const items = Array.from({ length: 100 }, (_, i) => ({

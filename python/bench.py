@@ -32,6 +32,9 @@ import precise_ttl_read
 from precise_ttl_read import hide_expired
 
 HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "tests"))
+from tables import create_table  # noqa: E402  (the tests' helper, found through the line above)
+
 SCRIPT = HERE.parent / "scripts" / "dynamodb-local"
 TABLE = "precise-ttl-read-bench"
 PK = "bench"
@@ -76,19 +79,7 @@ def make_client(endpoint):
 
 
 def set_up(client):
-    client.create_table(
-        TableName=TABLE,
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        KeySchema=[
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    client.get_waiter("table_exists").wait(TableName=TABLE)
+    create_table(client, TABLE)
     # None expired: every item has a TTL a day ahead, so the client-side check judges a Number.
     ttl = str(int(time.time()) + 24 * 3600)
     for i in range(ITEMS):

@@ -16,6 +16,7 @@ import boto3
 import pytest
 
 from precise_ttl_read.rule import FIVE_YEARS, wall_clock
+from tables import create_table
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "dynamodb-local"
 
@@ -88,38 +89,6 @@ def new_client(session_factory, endpoint):
 @pytest.fixture
 def new_resource(session_factory, endpoint):
     return lambda: session_factory().resource("dynamodb", endpoint_url=endpoint)
-
-
-def create_table(client, name, indexes=()):
-    """A pk (S) + sk (S) table; ``indexes``: (name, projection type) of GSIs keyed grp + sk."""
-    extra = {}
-    if indexes:
-        extra["GlobalSecondaryIndexes"] = [
-            {
-                "IndexName": index,
-                "KeySchema": [
-                    {"AttributeName": "grp", "KeyType": "HASH"},
-                    {"AttributeName": "sk", "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": projection},
-            }
-            for index, projection in indexes
-        ]
-    client.create_table(
-        TableName=name,
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-            *([{"AttributeName": "grp", "AttributeType": "S"}] if indexes else []),
-        ],
-        KeySchema=[
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-        **extra,
-    )
-    client.get_waiter("table_exists").wait(TableName=name)
 
 
 @pytest.fixture(scope="session")

@@ -85,6 +85,13 @@ mod tests {
     use super::*;
     use precise_ttl_core::ShardCount;
 
+    /// The attribute names of `item`, sorted.
+    fn names(item: &Item) -> Vec<String> {
+        let mut names: Vec<_> = item.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
     #[test]
     fn items_carry_the_layouts_attribute_names() {
         let layout =
@@ -95,9 +102,7 @@ mod tests {
             Some(epoch_seconds(Timestamp::from_millis(5000))),
             Some(3),
         );
-        let mut names: Vec<_> = item.keys().cloned().collect();
-        names.sort();
-        assert_eq!(names, ["bucket", "expires_at", "id"]);
+        assert_eq!(names(&item), ["bucket", "expires_at", "id"]);
         assert_eq!(item["expires_at"], AttributeValue::N("5".into()));
         assert_eq!(item["bucket"], AttributeValue::N("3".into()));
     }
@@ -131,8 +136,6 @@ mod tests {
             Some(epoch_seconds(Timestamp::from_millis(5000))),
             Some(3),
         );
-        let mut names: Vec<_> = item.keys().cloned().collect();
-        names.sort();
-        assert_eq!(names, ["pk", "ttl"]);
+        assert_eq!(names(&item), ["pk", "ttl"]);
     }
 }

@@ -276,19 +276,24 @@ mod tests {
         }
     }
 
-    #[test]
-    fn every_planted_item_is_written_once_with_the_layouts_names() {
-        let layout =
-            TtlLayout::new("expires_at", "bucket", "idx", ShardCount::new(4).unwrap()).unwrap();
-        let items = ItemWriter::new("id", &layout);
-        let shape = LoadShape {
+    /// 300 items due over three seconds at any millisecond, and 7 already due, on 4 shards.
+    fn three_seconds_of_300() -> LoadShape {
+        LoadShape {
             count: 300,
             spread: Duration::from_secs(3),
             backlog: 7,
             shards: 4,
             hot_share: None,
             granularity: Duration::from_millis(1),
-        };
+        }
+    }
+
+    #[test]
+    fn every_planted_item_is_written_once_with_the_layouts_names() {
+        let layout =
+            TtlLayout::new("expires_at", "bucket", "idx", ShardCount::new(4).unwrap()).unwrap();
+        let items = ItemWriter::new("id", &layout);
+        let shape = three_seconds_of_300();
         let plan = load(&items, shape, Duration::from_secs(5), 7);
         assert_eq!(plan.writes.len(), plan.planted.len());
         let expiring = plan
@@ -406,14 +411,7 @@ mod tests {
         let layout = TtlLayout::default();
         let now = Timestamp::from_millis(1_800_000_000_000);
         let first = now.saturating_add(Duration::from_secs(5));
-        let shape = LoadShape {
-            count: 300,
-            spread: Duration::from_secs(3),
-            backlog: 7,
-            shards: 4,
-            hot_share: None,
-            granularity: Duration::from_millis(1),
-        };
+        let shape = three_seconds_of_300();
         let plan = |items: &ItemWriter| {
             main_load(items, shape, now, first, &mut fastrand::Rng::with_seed(9))
         };

@@ -267,25 +267,10 @@ async fn run_on(
         sampler,
     );
     progress.event(Event::Sweeping { expected: total });
-    let watched = async {
-        loop {
-            let removed = observer.removed_count()?;
-            progress.event(Event::Removed { removed });
-            let now = clock.now();
-            if watch.over(now, removed) {
-                return Ok(());
-            }
-            tick_fleet(&mut fleet, now).await?;
-            if let Some(lambda) = &mut lambda {
-                lambda
-                    .tick(now.as_millis())
-                    .await
-                    .map_err(BenchError::DaemonIo)?;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    };
-    let watched: Result<(), BenchError> = watched.await;
+    let removed = || observer.removed_count();
+    let watched = watch
+        .until_over(&clock, progress, removed, &mut fleet, lambda.as_mut())
+        .await;
     if let Err(e) = watched {
         if let Some(lambda) = lambda {
             lambda.finish().await;
@@ -551,6 +536,34 @@ impl Watch {
         let done = removed >= self.total || self.no_sweeper;
         (now >= self.judge_at && (done || now >= self.give_up))
             || self.stop_at.is_some_and(|stop| now >= stop)
+    }
+
+    /// Watches until [`Watch::over`], every 100 ms: reports the removals seen so far
+    /// (`removed`), and moves the fleet and the Lambda's schedule, if any, on to now.
+    pub(crate) async fn until_over(
+        &self,
+        clock: &impl Clock,
+        progress: &dyn Progress,
+        mut removed: impl FnMut() -> Result<u64, BenchError>,
+        fleet: &mut Option<Fleet>,
+        mut lambda: Option<&mut LambdaRun>,
+    ) -> Result<(), BenchError> {
+        loop {
+            let removed = removed()?;
+            progress.event(Event::Removed { removed });
+            let now = clock.now();
+            if self.over(now, removed) {
+                return Ok(());
+            }
+            tick_fleet(fleet, now).await?;
+            if let Some(lambda) = lambda.as_deref_mut() {
+                lambda
+                    .tick(now.as_millis())
+                    .await
+                    .map_err(BenchError::DaemonIo)?;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 }
 

@@ -168,19 +168,10 @@ async fn run_on(
         None,
     );
     progress.event(Event::Sweeping { expected: total });
-    let watched = async {
-        loop {
-            let removed = simulator.deletion_count() as u64;
-            progress.event(Event::Removed { removed });
-            let now = clock.now();
-            if watch.over(now, removed) {
-                return Ok(());
-            }
-            crate::run::tick_fleet(&mut fleet, now).await?;
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    };
-    let watched: Result<(), BenchError> = watched.await;
+    let removed = || Ok(simulator.deletion_count() as u64);
+    let watched = watch
+        .until_over(&clock, progress, removed, &mut fleet, None)
+        .await;
     if let Err(e) = watched {
         crate::run::abandon(fleet, app, beside, clock.now()).await;
         return Err(e);

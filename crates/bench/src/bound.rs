@@ -15,6 +15,7 @@
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::time::Duration;
 
 /// What the store can do, as measured (DynamoDB Local) or configured (the simulator).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -94,31 +95,40 @@ pub struct AppWrite {
     pub units: [u32; 2],
 }
 
-/// A token bucket whose state is known at `at` (ms). Time moves in whole milliseconds, so it
-/// holds one step's refill on top of its burst: a store slower than one delete a millisecond
-/// would otherwise lose the fractions.
+/// A token bucket on whole milliseconds: [`precise_ttl_core::bucket::Bucket`], which refills
+/// a whole number of them exactly. Time moves in whole milliseconds, so it holds one step's
+/// refill on top of its burst: a store slower than one delete a millisecond would otherwise
+/// lose the fractions. It admits a token only when a whole one is there (no tolerance: the
+/// bound's figures are exact).
 ///
 /// Public so the engine's load tests can check it against the simulator's bucket and the
 /// engine's partitioned test store: the bound is only a bound if it meters as they do.
 #[derive(Debug, Clone, Copy)]
 pub struct Bucket {
-    rate_per_ms: f64,
-    depth: f64,
-    tokens: f64,
-    at: i64,
+    bucket: precise_ttl_core::bucket::Bucket,
+    /// The instant (ms) the bucket was full at: its origin.
+    origin: i64,
 }
 
 impl Bucket {
     /// Full (its burst, or one token) at `at`.
     pub fn full(per_second: f64, burst_items: f64, at: i64) -> Self {
-        let rate_per_ms = per_second.max(1e-9) / 1000.0;
+        let per_second = per_second.max(1e-9);
         let burst = burst_items.max(1.0);
+        let depth = burst + per_second / 1000.0;
         Bucket {
-            rate_per_ms,
-            depth: burst + rate_per_ms,
-            tokens: burst,
-            at,
+            bucket: precise_ttl_core::bucket::Bucket::holding(
+                per_second,
+                depth,
+                burst,
+                Duration::ZERO,
+            ),
+            origin: at,
         }
+    }
+
+    fn since_origin(&self, t: i64) -> Duration {
+        Duration::from_millis(u64::try_from(t.saturating_sub(self.origin)).unwrap_or(0))
     }
 
     pub fn has_token(&self, t: i64) -> bool {
@@ -126,7 +136,7 @@ impl Bucket {
     }
 
     pub fn available(&self, t: i64) -> f64 {
-        (self.tokens + (t - self.at).max(0) as f64 * self.rate_per_ms).min(self.depth)
+        self.bucket.available(self.since_origin(t))
     }
 
     pub fn take(&mut self, t: i64) {
@@ -136,8 +146,7 @@ impl Bucket {
     /// Takes `units` tokens at `t`, room or not (an application's write the store took): the
     /// bucket may go below zero.
     pub fn take_units(&mut self, t: i64, units: f64) {
-        self.tokens = self.available(t) - units;
-        self.at = t.max(self.at);
+        self.bucket.take_at(self.since_origin(t), units);
     }
 }
 

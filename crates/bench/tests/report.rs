@@ -10,33 +10,26 @@ use proptest::prelude::*;
 
 const START: i64 = 1_700_000_000_000;
 
-fn expire(key: &str, ttl_ms: i64) -> Planted {
+fn planted(key: &str, expect: Expectation) -> Planted {
     Planted {
         key: key.to_owned(),
-        expect: Expectation::Expire { ttl_ms },
+        expect,
         shard: None,
         table_partition: None,
     }
+}
+
+fn expire(key: &str, ttl_ms: i64) -> Planted {
+    planted(key, Expectation::Expire { ttl_ms })
 }
 
 fn backlog(key: &str, ttl_ms: i64) -> Planted {
-    Planted {
-        key: key.to_owned(),
-        expect: Expectation::Backlog { ttl_ms },
-        shard: None,
-        table_partition: None,
-    }
+    planted(key, Expectation::Backlog { ttl_ms })
 }
 
 fn survive(key: &str, why: &str) -> Planted {
-    Planted {
-        key: key.to_owned(),
-        expect: Expectation::Survive {
-            why: why.to_owned(),
-        },
-        shard: None,
-        table_partition: None,
-    }
+    let why = why.to_owned();
+    planted(key, Expectation::Survive { why })
 }
 
 fn removal(key: &str, seen_ms: i64) -> Removal {

@@ -7,6 +7,7 @@
 pub mod access;
 pub mod admission;
 pub mod backoff;
+pub mod bucket;
 pub mod capacity;
 pub mod diagnose;
 pub mod due_rule;

@@ -209,23 +209,15 @@ mod tests {
     #[test]
     fn values_that_never_come_due_write_nothing() {
         let skip = |v: TtlValue| decide(None, &v, NOW);
-        assert_eq!(skip(TtlValue::Missing), Indexing::Skip(SkipReason::NoTtl));
-        assert_eq!(
-            skip(TtlValue::Other("S")),
-            Indexing::Skip(SkipReason::NoTtl)
-        );
-        assert_eq!(
-            skip(TtlValue::Number("not a number")),
-            Indexing::Skip(SkipReason::NoTtl)
-        );
-        assert_eq!(
-            skip(TtlValue::Number("1600000000")),
-            Indexing::Skip(SkipReason::TooOld)
-        );
-        assert_eq!(
-            skip(TtlValue::Number("-5")),
-            Indexing::Skip(SkipReason::TooOld)
-        );
+        for (value, reason) in [
+            (TtlValue::Missing, SkipReason::NoTtl),
+            (TtlValue::Other("S"), SkipReason::NoTtl),
+            (TtlValue::Number("not a number"), SkipReason::NoTtl),
+            (TtlValue::Number("1600000000"), SkipReason::TooOld),
+            (TtlValue::Number("-5"), SkipReason::TooOld),
+        ] {
+            assert_eq!(skip(value.clone()), Indexing::Skip(reason), "{value:?}");
+        }
         // Milliseconds by mistake: far in the future, written (and never due, as natively).
         assert!(matches!(
             skip(TtlValue::Number("1800000000000")),

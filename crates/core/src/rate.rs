@@ -1,8 +1,10 @@
-//! Pressure control: adaptive concurrency (AIMD) and a token bucket for a hard rate cap.
+//! Pressure control: adaptive concurrency (AIMD) and the daemon's hard rate cap (a token
+//! bucket on [`crate::bucket::Bucket`]).
 //!
 //! Both are pure state machines fed with outcomes and instants, so the engine's behaviour under
 //! throttling can be tested without a store or a clock.
 
+use crate::bucket::Bucket;
 use crate::time::Timestamp;
 use std::time::Duration;
 
@@ -76,44 +78,35 @@ impl Aimd {
     }
 }
 
-/// A token bucket: at most `rate` tokens per second on average, bursts up to `burst`.
+/// The daemon's hard rate cap: at most `rate` tokens per second on average, bursts up to
+/// `burst`, full until the first take. A [`Bucket`] kept on the caller's [`Timestamp`]s.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TokenBucket {
-    rate: f64,
-    burst: f64,
-    tokens: f64,
-    last: Option<Timestamp>,
+    bucket: Bucket,
+    /// The first instant taken at: the bucket's origin.
+    origin: Option<Timestamp>,
 }
 
 impl TokenBucket {
     pub fn new(rate_per_second: f64, burst: f64) -> Self {
         let burst = burst.max(1.0);
+        let rate = rate_per_second.max(f64::MIN_POSITIVE);
         TokenBucket {
-            rate: rate_per_second.max(f64::MIN_POSITIVE),
-            burst,
-            tokens: burst,
-            last: None,
+            bucket: Bucket::holding(rate, burst, burst, Duration::ZERO),
+            origin: None,
         }
-    }
-
-    fn refill(&mut self, now: Timestamp) {
-        if let Some(last) = self.last {
-            let elapsed = now.millis_since(last).max(0) as f64 / 1000.0;
-            self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
-        }
-        self.last = Some(now);
     }
 
     /// Takes `n` tokens if available; otherwise says how long to wait before asking again.
     pub fn take(&mut self, now: Timestamp, n: f64) -> Result<(), Duration> {
-        self.refill(now);
-        let n = n.min(self.burst);
-        if self.tokens >= n {
-            self.tokens -= n;
+        let origin = *self.origin.get_or_insert(now);
+        let t = Duration::from_millis(now.millis_since(origin).max(0) as u64);
+        let n = n.min(self.bucket.depth());
+        if self.bucket.tokens(t) >= n {
+            self.bucket.take(n);
             Ok(())
         } else {
-            Err(Duration::from_secs_f64((n - self.tokens) / self.rate)
-                .max(Duration::from_millis(1)))
+            Err(self.bucket.wait_for(n).max(Duration::from_millis(1)))
         }
     }
 }

@@ -17,6 +17,12 @@ pub(crate) struct Counters {
     lags: Mutex<Option<hdrhistogram::Histogram<u64>>>,
 }
 
+/// One more of `tally`, and of the metric `name` that mirrors it.
+fn count(tally: &AtomicU64, name: &'static str) {
+    tally.fetch_add(1, Ordering::Relaxed);
+    metrics::counter!(name).increment(1);
+}
+
 /// Lag percentiles of a run's deletes, in ms from each item's TTL to the acknowledgement of its
 /// delete (3 significant digits).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -41,30 +47,25 @@ pub(crate) struct Tally {
 
 impl Counters {
     pub fn deleted(&self) {
-        self.deleted.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!(m::DELETED).increment(1);
+        count(&self.deleted, m::DELETED);
     }
 
     pub fn skipped(&self) {
-        self.skipped.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!(m::SKIPPED).increment(1);
+        count(&self.skipped, m::SKIPPED);
     }
 
     /// Gone when a delete was retried after an attempt whose answer was lost: neither
     /// "deleted" (another worker may have deleted it) nor "skipped" (we may have).
     pub fn unconfirmed(&self) {
-        self.unconfirmed.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!(m::UNCONFIRMED).increment(1);
+        count(&self.unconfirmed, m::UNCONFIRMED);
     }
 
     pub fn error(&self) {
-        self.errors.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!(m::ERRORS).increment(1);
+        count(&self.errors, m::ERRORS);
     }
 
     pub fn throttled(&self) {
-        self.throttled.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!(m::THROTTLED).increment(1);
+        count(&self.throttled, m::THROTTLED);
     }
 
     /// A delete of ours acknowledged `lag_ms` after the item's TTL.

@@ -4,11 +4,10 @@
 //! Each key hashes (a fixed, seeded FNV-1a, stable across Rust releases, unlike `DefaultHasher`)
 //! to one of N table partitions; each item's shard is its index partition. Deletes draw one write
 //! unit from a token bucket per table partition, the table, the index partition and the index
-//! (each full at the start, refilled at its rate, holding `rate * burst_seconds`: the
-//! simulator's semantics, see `precise_ttl_sim::capacity::Bucket`). A delete is admitted only
-//! when every bucket it touches holds a token; a refused one writes nothing and fails with
-//! [`StoreError::throttled`] of the refusing scope. [`ExpiryStore::delete_many_if_due`] is a
-//! batch of up to 25 with one outcome per item, as DynamoDB's `BatchExecuteStatement` answers.
+//! (each [`precise_ttl_core::bucket::Bucket`]'s burst credit, as the simulator's). A delete is
+//! admitted only when every bucket it touches holds a token; a refused one writes nothing and
+//! fails with [`StoreError::throttled`] of the refusing scope.
+//! [`ExpiryStore::delete_many_if_due`] is a batch of up to 25 with one outcome per item, as DynamoDB's `BatchExecuteStatement` answers.
 //! Every request takes a round trip (`tokio::time::sleep`; fixed, or log-normal from a seeded
 //! source as the simulator's), a delete taking effect half way, and buckets read
 //! `tokio::time::Instant`, so under `tokio::time::pause()` a run is the same on every machine.
@@ -23,6 +22,7 @@
 
 use crate::memory::MemItem;
 use crate::store::{DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError};
+use precise_ttl_core::bucket::InstantBucket;
 use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Shard, ThrottleScope};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound::{Excluded, Included, Unbounded};
@@ -30,51 +30,33 @@ use std::sync::Mutex;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// A token bucket: full at the start, refilled at `rate` per second, holding `rate *
-/// burst_seconds` at most (DynamoDB's burst credit; the simulator's `Bucket` and the bench
-/// bound's are tested against this one in the engine's load tests, so the three cannot drift).
+/// A token bucket: [`precise_ttl_core::bucket::InstantBucket`] (full at the start, refilled at
+/// `rate` per second, holding `rate * burst_seconds` at most) on tokio's clock. The simulator's
+/// `Bucket` is that one too, the bench bound's keeps its tokens in the same
+/// [`precise_ttl_core::bucket::Bucket`], and the engine's load tests check the three admit the
+/// same.
 #[derive(Debug, Clone)]
-pub struct Bucket {
-    rate: f64,
-    capacity: f64,
-    tokens: f64,
-    last: Instant,
-}
+pub struct Bucket(InstantBucket);
 
 impl Bucket {
     /// A full bucket; an infinite `rate` admits everything.
     pub fn new(rate: f64, burst_seconds: f64, now: Instant) -> Bucket {
-        // As the simulator: at least a millisecond's worth, so a zero burst still admits.
-        let capacity = rate * burst_seconds.max(0.001);
-        Bucket {
-            rate,
-            capacity,
-            tokens: capacity,
-            last: now,
-        }
+        Bucket(InstantBucket::new(rate, burst_seconds, now.into_std()))
     }
 
     /// The tokens held at `now` (time never runs backwards for a bucket).
     pub fn tokens(&mut self, now: Instant) -> f64 {
-        if self.rate.is_finite() {
-            let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
-            self.tokens = (self.tokens + elapsed * self.rate).min(self.capacity);
-            self.last = now.max(self.last);
-        }
-        self.tokens
+        self.0.tokens(now.into_std())
     }
 
-    /// Whether one token is there at `now`. The 1e-9 absorbs the float error of many small
-    /// refills, as the simulator's does.
+    /// Whether one token is there at `now` (within the float error of many small refills).
     pub fn has_token(&mut self, now: Instant) -> bool {
-        self.rate.is_infinite() || self.tokens(now) + 1e-9 >= 1.0
+        self.0.admits(Some(1.0), now.into_std())
     }
 
     /// Takes one token (call [`Bucket::has_token`] first).
     pub fn take(&mut self) {
-        if self.rate.is_finite() {
-            self.tokens -= 1.0;
-        }
+        self.0.take(1.0);
     }
 }
 
@@ -268,6 +250,21 @@ impl PartitionedStore {
         self.lock().counts.clone()
     }
 
+    /// One delete request: `apply` takes effect half way through its round trip, on the state
+    /// then, and its answer comes back at the end.
+    async fn delete_request<T>(&self, apply: impl FnOnce(&mut State, Instant) -> T) -> T {
+        let (there, back) = self.halves();
+        tokio::time::sleep(there).await;
+        let result = {
+            let now = Instant::now();
+            let mut s = self.lock();
+            s.counts.delete_requests += 1;
+            apply(&mut s, now)
+        };
+        tokio::time::sleep(back).await;
+        result
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -402,16 +399,8 @@ impl ExpiryStore for PartitionedStore {
         key: &String,
         window: DueWindow,
     ) -> Result<DeleteOutcome, StoreError> {
-        let (there, back) = self.halves();
-        tokio::time::sleep(there).await;
-        let result = {
-            let now = Instant::now();
-            let mut s = self.lock();
-            s.counts.delete_requests += 1;
-            self.delete_one(&mut s, key, window, now)
-        };
-        tokio::time::sleep(back).await;
-        result
+        self.delete_request(|s, now| self.delete_one(s, key, window, now))
+            .await
     }
 
     /// One request for all `keys`: admitted or refused item by item, in order, at the instant
@@ -421,26 +410,17 @@ impl ExpiryStore for PartitionedStore {
         keys: &[String],
         window: DueWindow,
     ) -> Vec<Result<DeleteOutcome, StoreError>> {
-        let (there, back) = self.halves();
-        tokio::time::sleep(there).await;
-        let results = {
-            let now = Instant::now();
-            let mut s = self.lock();
-            s.counts.delete_requests += 1;
+        self.delete_request(|s, now| {
             keys.iter()
-                .map(|k| {
-                    let r = self.delete_one(&mut s, k, window, now);
-                    match r {
-                        Err(e) if !self.config.batch_scope && e.throttle.is_some() => {
-                            Err(StoreError::new(ErrorClass::Throttled, e.message))
-                        }
-                        r => r,
+                .map(|k| match self.delete_one(s, k, window, now) {
+                    Err(e) if !self.config.batch_scope && e.throttle.is_some() => {
+                        Err(StoreError::new(ErrorClass::Throttled, e.message))
                     }
+                    r => r,
                 })
-                .collect::<Vec<_>>()
-        };
-        tokio::time::sleep(back).await;
-        results
+                .collect()
+        })
+        .await
     }
 
     fn max_batch(&self) -> usize {

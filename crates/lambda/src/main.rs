@@ -93,45 +93,45 @@ async fn serve() -> Result<(), lambda_runtime::Error> {
             };
             if role == Some(StreamRole::Index) {
                 // A failed batch is an error: the event source mapping retries it.
-                return match Box::pin(environment.index_batch(&payload)).await {
-                    Ok(batch) => {
+                let indexed = Box::pin(environment.index_batch(&payload)).await;
+                return answer(
+                    indexed,
+                    |batch| {
                         tracing::info!(
                             records = batch.records,
                             entries = batch.entries,
                             unchanged = batch.unchanged,
                             no_ttl = batch.no_ttl,
                             "stream batch indexed"
-                        );
-                        serde_json::to_value(&batch).map_err(lambda_runtime::Error::from)
-                    }
-                    Err(e) => {
-                        tracing::error!(error = %e, "stream batch not indexed; the mapping retries it");
-                        Err(lambda_runtime::Error::from(e.to_string()))
-                    }
-                };
+                        )
+                    },
+                    Some("stream batch not indexed; the mapping retries it"),
+                );
             }
             if is_stream {
-                return match environment.stream_batch(&payload) {
-                    Ok(batch) => {
+                let archived = environment.stream_batch(&payload);
+                return answer(
+                    archived,
+                    |batch| {
                         for line in &batch.lines {
                             println!("{line}");
                         }
                         // Counted as it happens, under /metrics' names: records, native, and
                         // REMOVEs left out by reason.
-                        for doc in stream_emf_documents(&batch, &function, now_ms()) {
+                        for doc in stream_emf_documents(batch, &function, now_ms()) {
                             println!("{}", doc.line());
                         }
-                        serde_json::to_value(&batch).map_err(lambda_runtime::Error::from)
-                    }
-                    Err(e) => Err(lambda_runtime::Error::from(e.to_string())),
-                };
+                    },
+                    None,
+                );
             }
             // Boxed: the daemon's future is too deep to nest in the runtime's layout unboxed.
             let invocation =
                 Box::pin(environment.invoke(&payload, &context.request_id, context.deadline));
-            match invocation.await {
-                Ok(report) => {
-                    for doc in emf_documents(&report, &function, now_ms()) {
+            answer(
+                invocation.await,
+                |report| {
+                    for doc in emf_documents(report, &function, now_ms()) {
                         println!("{}", doc.line());
                     }
                     tracing::info!(
@@ -141,13 +141,9 @@ async fn serve() -> Result<(), lambda_runtime::Error> {
                         errors = report.errors,
                         "invocation done"
                     );
-                    serde_json::to_value(&report).map_err(lambda_runtime::Error::from)
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "invocation failed");
-                    Err(lambda_runtime::Error::from(e.to_string()))
-                }
-            }
+                },
+                Some("invocation failed"),
+            )
         }
     }))
     .await
@@ -158,6 +154,27 @@ fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+/// An invocation's answer: on success `done` reports it (logs, lines on stdout) and the runtime
+/// gets it as JSON; on failure the error, logged as `failed` when given.
+fn answer<T: serde::Serialize, E: std::fmt::Display>(
+    result: Result<T, E>,
+    done: impl FnOnce(&T),
+    failed: Option<&str>,
+) -> Result<serde_json::Value, lambda_runtime::Error> {
+    match result {
+        Ok(value) => {
+            done(&value);
+            serde_json::to_value(&value).map_err(lambda_runtime::Error::from)
+        }
+        Err(e) => {
+            if let Some(failed) = failed {
+                tracing::error!(error = %e, "{failed}");
+            }
+            Err(lambda_runtime::Error::from(e.to_string()))
+        }
+    }
 }
 
 #[cfg(test)]

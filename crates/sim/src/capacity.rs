@@ -56,59 +56,9 @@ impl Limits {
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct Bucket {
-    rate: f64,
-    capacity: f64,
-    tokens: f64,
-    last: Instant,
-}
-
-impl Bucket {
-    /// A full bucket.
-    pub fn new(rate: f64, burst_seconds: f64, now: Instant) -> Bucket {
-        let capacity = rate * burst_seconds.max(0.001);
-        Bucket {
-            rate,
-            capacity,
-            tokens: capacity,
-            last: now,
-        }
-    }
-
-    fn refill(&mut self, now: Instant) {
-        if self.rate.is_infinite() {
-            return;
-        }
-        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
-        self.last = now.max(self.last);
-        self.tokens = (self.tokens + elapsed * self.rate).min(self.capacity);
-    }
-
-    /// Whether `cost` can be taken now (a read's cost is unknown: any positive balance).
-    pub fn admits(&mut self, cost: Option<f64>, now: Instant) -> bool {
-        if self.rate.is_infinite() {
-            return true;
-        }
-        self.refill(now);
-        match cost {
-            Some(cost) => self.tokens + 1e-9 >= cost,
-            None => self.tokens > 0.0,
-        }
-    }
-
-    /// Takes `cost`, possibly into debt.
-    pub fn take(&mut self, cost: f64) {
-        if self.rate.is_finite() {
-            self.tokens -= cost;
-        }
-    }
-
-    pub fn tokens(&mut self, now: Instant) -> f64 {
-        self.refill(now);
-        self.tokens
-    }
-}
+/// A partition's (or a table's, or an index's) bucket: the one token bucket's burst credit on
+/// the simulator's clock.
+pub use precise_ttl_core::bucket::InstantBucket as Bucket;
 
 /// A partition's two buckets.
 #[derive(Debug, Clone)]

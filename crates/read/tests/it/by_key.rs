@@ -25,8 +25,7 @@ async fn get(
 
 #[tokio::test]
 async fn get_item_treats_an_expired_item_as_absent() {
-    let (table, now) = table().await;
-    let client = hiding_at(now);
+    let (table, client) = hiding_table().await;
     for sk in HIDDEN {
         assert_eq!(get(&client, &table, sk, false).await, None, "{sk}");
         assert_eq!(
@@ -54,8 +53,7 @@ async fn get_item_treats_an_expired_item_as_absent() {
 
 #[tokio::test]
 async fn a_projection_that_names_the_ttl_attribute_keeps_it() {
-    let (table, now) = table().await;
-    let client = hiding_at(now);
+    let (table, client) = hiding_table().await;
     let item = client
         .get_item()
         .table_name(&table)
@@ -73,8 +71,7 @@ async fn a_projection_that_names_the_ttl_attribute_keeps_it() {
 
 #[tokio::test]
 async fn legacy_attributes_to_get_is_widened_and_stripped_too() {
-    let (table, now) = table().await;
-    let client = hiding_at(now);
+    let (table, client) = hiding_table().await;
     let read = |sk: &'static str| {
         client
             .get_item()
@@ -92,8 +89,7 @@ async fn legacy_attributes_to_get_is_widened_and_stripped_too() {
 
 #[tokio::test]
 async fn batch_get_item_leaves_out_expired_items() {
-    let (table, now) = table().await;
-    let client = hiding_at(now);
+    let (table, client) = hiding_table().await;
     let keys: Vec<Item> = all().iter().map(|sk| key_of(sk)).collect();
     for projection in [false, true] {
         let mut request = KeysAndAttributes::builder().set_keys(Some(keys.clone()));
@@ -119,8 +115,7 @@ async fn batch_get_item_leaves_out_expired_items() {
 
 #[tokio::test]
 async fn transact_get_items_keeps_positions_and_empties_expired_entries() {
-    let (table, now) = table().await;
-    let client = hiding_at(now);
+    let (table, client) = hiding_table().await;
     let order = all();
     for projection in [false, true] {
         let mut request = client.transact_get_items();

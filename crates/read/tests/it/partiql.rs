@@ -6,25 +6,15 @@ use aws_sdk_dynamodb::types::{BatchStatementRequest, ParameterizedStatement};
 
 #[tokio::test]
 async fn select_star_hides_expired_items_across_pages() {
-    let (table, now) = table().await;
-    let client = hiding_at(now);
+    let (table, client) = hiding_table().await;
     let statement = format!("SELECT * FROM \"{table}\" WHERE pk = ?");
-    let whole = client
-        .execute_statement()
-        .statement(&statement)
-        .parameters(s(PK))
-        .send()
-        .await
-        .unwrap();
+    let whole = on_partition(&client, &statement).send().await.unwrap();
     assert_eq!(sks(whole.items()), visible());
 
     let mut seen = Vec::new();
     let mut token = None;
     loop {
-        let page = client
-            .execute_statement()
-            .statement(&statement)
-            .parameters(s(PK))
+        let page = on_partition(&client, &statement)
             .limit(2)
             .set_next_token(token)
             .send()
@@ -41,30 +31,25 @@ async fn select_star_hides_expired_items_across_pages() {
 
 #[tokio::test]
 async fn a_select_without_the_ttl_attribute_cannot_be_judged_and_shows_everything() {
-    let (table, now) = table().await;
-    let client = hiding_at(now);
-    let out = client
-        .execute_statement()
-        .statement(format!("SELECT sk FROM \"{table}\" WHERE pk = ?"))
-        .parameters(s(PK))
+    let (table, client) = hiding_table().await;
+    let out = on_partition(&client, format!("SELECT sk FROM \"{table}\" WHERE pk = ?"))
         .send()
         .await
         .unwrap();
     assert_eq!(sks(out.items()), all());
-    let out = client
-        .execute_statement()
-        .statement(format!("select sk, ttl FROM \"{table}\" WHERE pk = ?"))
-        .parameters(s(PK))
-        .send()
-        .await
-        .unwrap();
+    let out = on_partition(
+        &client,
+        format!("select sk, ttl FROM \"{table}\" WHERE pk = ?"),
+    )
+    .send()
+    .await
+    .unwrap();
     assert_eq!(sks(out.items()), visible());
 }
 
 #[tokio::test]
 async fn statements_that_are_not_selects_are_untouched() {
-    let (table, now) = table().await;
-    let client = hiding_at(now);
+    let (table, client) = hiding_table().await;
     client
         .execute_statement()
         .statement(format!(
@@ -86,14 +71,24 @@ async fn statements_that_are_not_selects_are_untouched() {
     assert_eq!(raw["data"], s("changed"));
 }
 
+/// `statement` with the fixture's partition key as its one parameter.
+fn on_partition(
+    client: &aws_sdk_dynamodb::Client,
+    statement: impl Into<String>,
+) -> aws_sdk_dynamodb::operation::execute_statement::builders::ExecuteStatementFluentBuilder {
+    client
+        .execute_statement()
+        .statement(statement)
+        .parameters(s(PK))
+}
+
 fn select_one(table: &str, sk: &str) -> String {
     format!("SELECT * FROM \"{table}\" WHERE pk = '{PK}' AND sk = '{sk}'")
 }
 
 #[tokio::test]
 async fn batch_execute_statement_empties_expired_entries() {
-    let (table, now) = table().await;
-    let client = hiding_at(now);
+    let (table, client) = hiding_table().await;
     let order = all();
     let mut request = client.batch_execute_statement();
     for sk in &order {
@@ -118,8 +113,7 @@ async fn batch_execute_statement_empties_expired_entries() {
 
 #[tokio::test]
 async fn execute_transaction_empties_expired_entries() {
-    let (table, now) = table().await;
-    let client = hiding_at(now);
+    let (table, client) = hiding_table().await;
     let order = ["exp-1h", "future", "exp-decimal", "no-ttl"];
     let mut request = client.execute_transaction();
     for sk in order {

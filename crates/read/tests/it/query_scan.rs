@@ -8,29 +8,15 @@ use precise_ttl_read::HideExpired;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-fn pk() -> AttributeValue {
-    s(PK)
-}
-
 #[tokio::test]
 async fn query_and_scan_hide_expired_items_and_count_only_the_rest() {
-    let (table, now) = table().await;
-    let client = hiding_at(now);
-    let q = client
-        .query()
-        .table_name(&table)
-        .key_condition_expression("pk = :pk")
-        .expression_attribute_values(":pk", pk())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(sks(q.items()), visible());
-    assert_eq!(q.count, VISIBLE.len() as i32);
+    let (table, client) = hiding_table().await;
+    let q = query_pk(&client, &table).send().await.unwrap();
+    assert_shown(q.items(), q.count, &visible());
     assert_eq!(q.scanned_count, (VISIBLE.len() + HIDDEN.len()) as i32);
 
     let s = client.scan().table_name(&table).send().await.unwrap();
-    assert_eq!(sks(s.items()), visible());
-    assert_eq!(s.count, VISIBLE.len() as i32);
+    assert_shown(s.items(), s.count, &visible());
 
     // Without the interceptor every item is there.
     let raw = plain().scan().table_name(&table).send().await.unwrap();
@@ -39,13 +25,8 @@ async fn query_and_scan_hide_expired_items_and_count_only_the_rest() {
 
 #[tokio::test]
 async fn select_count_counts_only_unexpired_items() {
-    let (table, now) = table().await;
-    let client = hiding_at(now);
-    let q = client
-        .query()
-        .table_name(&table)
-        .key_condition_expression("pk = :pk")
-        .expression_attribute_values(":pk", pk())
+    let (table, client) = hiding_table().await;
+    let q = query_pk(&client, &table)
         .select(Select::Count)
         .send()
         .await
@@ -64,14 +45,9 @@ async fn select_count_counts_only_unexpired_items() {
 
 #[tokio::test]
 async fn paginators_see_every_visible_item_once_and_no_expired_one() {
-    let (table, now) = table().await;
-    let client = hiding_at(now);
+    let (table, client) = hiding_table().await;
     for limit in [1, 2, 4] {
-        let items: Vec<Item> = client
-            .query()
-            .table_name(&table)
-            .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", pk())
+        let items: Vec<Item> = query_pk(&client, &table)
             .limit(limit)
             .into_paginator()
             .items()
@@ -97,11 +73,7 @@ async fn paginators_see_every_visible_item_once_and_no_expired_one() {
     let mut start = None;
     let mut pages = 0;
     loop {
-        let page = client
-            .query()
-            .table_name(&table)
-            .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", pk())
+        let page = query_pk(&client, &table)
             .limit(2)
             .set_exclusive_start_key(start)
             .send()
@@ -121,8 +93,7 @@ async fn paginators_see_every_visible_item_once_and_no_expired_one() {
 
 #[tokio::test]
 async fn the_callers_filter_names_and_values_are_kept() {
-    let (table, now) = table().await;
-    let client = hiding_at(now);
+    let (table, client) = hiding_table().await;
     let q = client
         .query()
         .table_name(&table)
@@ -131,7 +102,7 @@ async fn the_callers_filter_names_and_values_are_kept() {
         .expression_attribute_names("#pk", "pk")
         .expression_attribute_names("#kind", "kind")
         .expression_attribute_names("#data", "data")
-        .expression_attribute_values(":pk", pk())
+        .expression_attribute_values(":pk", s(PK))
         .expression_attribute_values(":kind", s("a"))
         .expression_attribute_values(":special", s("d-exp-1h"))
         .send()
@@ -139,20 +110,25 @@ async fn the_callers_filter_names_and_values_are_kept() {
         .unwrap();
     // Kind `a` is every other fixture item; `exp-1h` matches the caller's OR but is expired,
     // which the parentheses around the caller's filter keep hidden.
-    let expected: Vec<String> = visible_kind_a(&table).await;
-    assert!(!expected.is_empty());
-    assert_eq!(sks(q.items()), expected);
-    assert_eq!(q.count as usize, expected.len());
+    assert_kind_a(&table, q.items(), q.count).await;
 }
 
-/// The sort keys of kind `a` that must stay visible, as a client without the interceptor reads
-/// them.
-async fn visible_kind_a(table: &str) -> Vec<String> {
-    raw_kind_a(table)
+/// `items` (and their `count`) are the items of kind `a` that must stay visible, as a client
+/// without the interceptor reads them (and there are some).
+async fn assert_kind_a(table: &str, items: &[Item], count: i32) {
+    let expected: Vec<String> = raw_kind_a(table)
         .await
         .into_iter()
         .filter(|sk| VISIBLE.contains(&sk.as_str()))
-        .collect()
+        .collect();
+    assert!(!expected.is_empty());
+    assert_shown(items, count, &expected);
+}
+
+/// `items` are `expected`'s, and `count` counts them.
+fn assert_shown(items: &[Item], count: i32, expected: &[String]) {
+    assert_eq!(sks(items), expected);
+    assert_eq!(count as usize, expected.len());
 }
 
 async fn raw_kind_a(table: &str) -> Vec<String> {
@@ -169,8 +145,7 @@ async fn raw_kind_a(table: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn a_global_secondary_index_that_projects_the_ttl_attribute_is_filtered_too() {
-    let (table, now) = table().await;
-    let client = hiding_at(now);
+    let (table, client) = hiding_table().await;
     let q = client
         .query()
         .table_name(&table)
@@ -180,22 +155,15 @@ async fn a_global_secondary_index_that_projects_the_ttl_attribute_is_filtered_to
         .send()
         .await
         .unwrap();
-    let expected: Vec<String> = visible_kind_a(&table).await;
-    assert_eq!(sks(q.items()), expected);
-    assert_eq!(q.count as usize, expected.len());
+    assert_kind_a(&table, q.items(), q.count).await;
 }
 
 #[tokio::test]
 async fn a_projection_without_the_ttl_attribute_still_hides_expired_items() {
-    let (table, now) = table().await;
-    let client = hiding_at(now);
-    let q = client
-        .query()
-        .table_name(&table)
-        .key_condition_expression("pk = :pk")
+    let (table, client) = hiding_table().await;
+    let q = query_pk(&client, &table)
         .projection_expression("sk, #d")
         .expression_attribute_names("#d", "data")
-        .expression_attribute_values(":pk", pk())
         .send()
         .await
         .unwrap();
@@ -229,17 +197,9 @@ async fn items_that_expire_in_flight_are_hidden_on_arrival_and_not_counted() {
         }
     };
     let client = hiding(HideExpired::new("ttl").with_clock(clock));
-    let q = client
-        .query()
-        .table_name(&table)
-        .key_condition_expression("pk = :pk")
-        .expression_attribute_values(":pk", pk())
-        .send()
-        .await
-        .unwrap();
+    let q = query_pk(&client, &table).send().await.unwrap();
     assert_eq!(reads.load(Ordering::SeqCst), 2);
-    assert_eq!(sks(q.items()), visible());
-    assert_eq!(q.count, VISIBLE.len() as i32);
+    assert_shown(q.items(), q.count, &visible());
     assert_eq!(
         q.scanned_count,
         (VISIBLE.len() + HIDDEN.len() + 1) as i32,
@@ -249,8 +209,7 @@ async fn items_that_expire_in_flight_are_hidden_on_arrival_and_not_counted() {
 
 #[tokio::test]
 async fn legacy_parameters_get_the_client_side_check() {
-    let (table, now) = table().await;
-    let client = hiding_at(now);
+    let (table, client) = hiding_table().await;
     let eq = |v: AttributeValue| {
         Condition::builder()
             .comparison_operator(ComparisonOperator::Eq)
@@ -261,12 +220,11 @@ async fn legacy_parameters_get_the_client_side_check() {
     let q = client
         .query()
         .table_name(&table)
-        .key_conditions("pk", eq(pk()))
+        .key_conditions("pk", eq(s(PK)))
         .send()
         .await
         .unwrap();
-    assert_eq!(sks(q.items()), visible());
-    assert_eq!(q.count, VISIBLE.len() as i32);
+    assert_shown(q.items(), q.count, &visible());
     let s = client
         .scan()
         .table_name(&table)
@@ -274,20 +232,14 @@ async fn legacy_parameters_get_the_client_side_check() {
         .send()
         .await
         .unwrap();
-    let expected: Vec<String> = visible_kind_a(&table).await;
-    assert_eq!(sks(s.items()), expected);
-    assert_eq!(s.count as usize, expected.len());
+    assert_kind_a(&table, s.items(), s.count).await;
 }
 
 #[tokio::test]
 async fn a_request_that_binds_our_placeholders_fails_clearly() {
     let (table, _) = table().await;
     let client = hiding_at(Timestamp::from_secs(0));
-    let err = client
-        .query()
-        .table_name(&table)
-        .key_condition_expression("pk = :pk")
-        .expression_attribute_values(":pk", pk())
+    let err = query_pk(&client, &table)
         .expression_attribute_values(":precise_ttl_now", AttributeValue::N("1".into()))
         .send()
         .await

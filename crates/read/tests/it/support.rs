@@ -2,6 +2,7 @@
 //! hidden and items that must stay visible, all under the partition key `p`.
 
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
     KeyType, Projection, ProjectionType, ScalarAttributeType,
@@ -59,6 +60,21 @@ pub fn hiding(interceptor: HideExpired) -> Client {
 /// A client that hides by `ttl` with its clock stopped at `now`.
 pub fn hiding_at(now: Timestamp) -> Client {
     hiding(HideExpired::new("ttl").with_clock(move || now))
+}
+
+/// A fresh [`table`] and a client hiding by `ttl` at its instant.
+pub async fn hiding_table() -> (String, Client) {
+    let (table, now) = table().await;
+    (table, hiding_at(now))
+}
+
+/// A Query of the fixture's partition.
+pub fn query_pk(client: &Client, table: &str) -> QueryFluentBuilder {
+    client
+        .query()
+        .table_name(table)
+        .key_condition_expression("pk = :pk")
+        .expression_attribute_values(":pk", s(PK))
 }
 
 /// A fresh table with `pk` (S) and `sk` (S) and the index [`BY_KIND`], holding the fixture around `now`, which is the

@@ -8,8 +8,7 @@ use precise_ttl_read::ShowExpired;
 
 #[tokio::test]
 async fn show_expired_switches_it_off_for_one_call() {
-    let (table, now) = table().await;
-    let client = hiding_at(now);
+    let (table, client) = hiding_table().await;
     let query = || {
         client
             .query()
@@ -43,8 +42,7 @@ async fn show_expired_switches_it_off_for_one_call() {
 
 #[tokio::test]
 async fn errors_and_other_operations_pass_through() {
-    let (table, now) = table().await;
-    let client = hiding_at(now);
+    let (table, client) = hiding_table().await;
     let err = client
         .get_item()
         .table_name("no-such-table")

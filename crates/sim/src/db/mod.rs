@@ -223,9 +223,7 @@ impl Db {
     }
 
     fn table_mut(&mut self, name: &str) -> Result<&mut Table, DbError> {
-        self.tables
-            .get_mut(name)
-            .ok_or(DbError::ResourceNotFound(None))
+        table_in(&mut self.tables, name)
     }
 
     /// A table for the control plane and the direct calls: a missing one is named in the error,
@@ -300,4 +298,13 @@ impl Db {
     pub fn limits(&self) -> Limits {
         self.defaults.limits
     }
+}
+
+/// The table `name` of `tables`: borrows the tables alone, so the rest of the database (the
+/// log) stays at hand while it is written.
+fn table_in<'a>(
+    tables: &'a mut BTreeMap<String, Table>,
+    name: &str,
+) -> Result<&'a mut Table, DbError> {
+    tables.get_mut(name).ok_or(DbError::ResourceNotFound(None))
 }

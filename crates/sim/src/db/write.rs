@@ -39,10 +39,7 @@ impl Db {
         change: Change<'_>,
         now: Now,
     ) -> WriteResult {
-        let table = self
-            .tables
-            .get_mut(table_name)
-            .ok_or(DbError::ResourceNotFound(None))?;
+        let table = table_in(&mut self.tables, table_name)?;
         let old = table.rows.get(&key);
         let keep_new = matches!(change, Change::Update(..));
         let met = match &condition {
@@ -102,10 +99,7 @@ impl Db {
         absent_ok: bool,
         now: Now,
     ) -> WriteResult {
-        let table = self
-            .tables
-            .get_mut(table_name)
-            .ok_or(DbError::ResourceNotFound(None))?;
+        let table = table_in(&mut self.tables, table_name)?;
         let old = table.rows.remove(&key);
         let restore = |table: &mut Table, key: RowKey, old: Option<Item>| {
             if let Some(old) = old {
