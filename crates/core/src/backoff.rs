@@ -13,10 +13,11 @@ const THROTTLED_STEPS: u32 = 2;
 /// The mean wait of an item the store refused before admission sends it again (uniform in half
 /// to one and a half of it). Short: a refused item keeps its place by expiry, and every
 /// millisecond it waits its partition may serve newer items first; admission's rates, not this
-/// sleep, keep the load down. Chosen on the engine's deterministic load tests: 2 ms retried so
-/// often that the table's rate was cut below capacity, 25 to 50 ms (a throttle's backoff) doubled
-/// the worst lag.
-pub const REFUSED_RETRY: Duration = Duration::from_millis(8);
+/// sleep, keep the load down. Chosen on the engine's deterministic load tests and the simulator
+/// (docs/benchmarks.md): with items sent for the first time never held back, 2 ms gave the lowest
+/// worst lags; 8 ms let newer items win more of a full partition's tokens, and 25 to 50 ms (a
+/// throttle's backoff) doubled the worst lag.
+pub const REFUSED_RETRY: Duration = Duration::from_millis(2);
 
 /// The wait of a refused item before admission sends it again, given a uniform draw `unit` in
 /// `[0, 1)`.

@@ -23,13 +23,14 @@
 //!   send rate once they are a tenth of what it is sent ([`table::TableRate::for_table`]): the
 //!   items then wait here in order of expiry instead of racing at the store. Refusals of table
 //!   partitions (named, or of unknown scope spread over the lanes, as a batch statement's are)
-//!   engage a looser send rate only once they are half of what is sent, and it lets twice what
-//!   the table accepts go ([`table::TableRate::for_partitions`]): a rate near what the table
-//!   accepts would hold back every other partition's items while one is full, and the capacity
-//!   they leave unused is lost for good; no rate at all lets a full partition's items be refused
-//!   again and again at random while newer ones pass, which makes the worst lags (both measured
-//!   on the engine's deterministic load tests, docs/benchmarks.md). A timeout or a 5xx cuts the
-//!   requests in flight ([`Aimd`]).
+//!   engage a looser rate only once they are half of what is sent, and it lets retries go at
+//!   twice what the table accepts ([`table::TableRate::for_partitions`]). It holds back retries
+//!   only: an item sent for the first time goes when it is due, so a partition with room never
+//!   waits behind another one's refused items (a rate over every item held every partition's
+//!   items back while one was full, and the capacity they left unused was lost for good, on the
+//!   simulator most of all); no rate at all lets a full partition's refused items be sent again
+//!   and again, at random against its newer ones (docs/benchmarks.md has both). A timeout or a
+//!   5xx cuts the requests in flight ([`Aimd`]).
 //! - **"Behind" is judged per lane** ([`Admission::oldest_waiting`]).
 //!
 //! Time is an argument (wall time of the engine's clock), and the random order of ties comes from
@@ -284,17 +285,15 @@ impl<T: Ticket> Admission<T> {
             }
         }
         cap = self.table_rate.available(now, cap);
-        cap = self.partitions_rate.available(now, cap);
+        // The partitions' rate holds back retries only: an item sent for the first time goes
+        // when it is due (see the module's header).
+        let retry_cap = self.partitions_rate.available(now, cap);
         if cap == 0 {
             return Decision::Wait {
-                until: [
-                    self.table_rate.next_at(now),
-                    self.partitions_rate.next_at(now),
-                    self.wake_at(lingering),
-                ]
-                .into_iter()
-                .flatten()
-                .min(),
+                until: [self.table_rate.next_at(now), self.wake_at(lingering)]
+                    .into_iter()
+                    .flatten()
+                    .min(),
             };
         }
         if let Some(bucket) = self.bucket.as_mut()
@@ -304,14 +303,17 @@ impl<T: Ticket> Admission<T> {
                 until: Some(now.saturating_add(wait)),
             };
         }
-        let items = self.form(class, cap, now);
+        let (items, retried) = self.form(class, cap, retry_cap, now);
         if items.is_empty() {
             return Decision::Wait {
-                until: self.wake_at(lingering),
+                until: [self.wake_at(lingering), self.partitions_rate.next_at(now)]
+                    .into_iter()
+                    .flatten()
+                    .min(),
             };
         }
         self.table_rate.took(items.len());
-        self.partitions_rate.took(items.len());
+        self.partitions_rate.took(retried);
         match class {
             Class::OnTime => {
                 self.on_time -= items.len();
@@ -553,12 +555,20 @@ impl<T: Ticket> Admission<T> {
         .min()
     }
 
-    /// Takes up to `cap` items of `class`: retries first (at most half the request, oldest
-    /// first), then the oldest items over all lanes, then more retries if room is left.
-    fn form(&mut self, class: Class, cap: usize, now: Timestamp) -> Vec<T> {
+    /// Takes up to `cap` items of `class`, of which at most `retry_cap` retries: retries first
+    /// (at most half the request, oldest first), then the oldest items over all lanes, then more
+    /// retries if room is left. Returns the items and how many of them are retries.
+    fn form(
+        &mut self,
+        class: Class,
+        cap: usize,
+        retry_cap: usize,
+        now: Timestamp,
+    ) -> (Vec<T>, usize) {
         let mut items = Vec::with_capacity(cap);
         let retry_share = (self.settings.max_batch / 2).max(1);
-        self.take_retries(class, retry_share.min(cap), now, &mut items);
+        self.take_retries(class, retry_share.min(cap).min(retry_cap), now, &mut items);
+        let first_retries = items.len();
         while items.len() < cap {
             let Some(&((c, _, _), lane)) = self.heads.range((class_start(class), 0)..).next()
             else {
@@ -569,11 +579,13 @@ impl<T: Ticket> Admission<T> {
             }
             self.take_head(lane, now, &mut items);
         }
+        let fresh = items.len() - first_retries;
         if items.len() < cap {
-            let left = cap - items.len();
+            let left = (cap - items.len()).min(retry_cap.saturating_sub(first_retries));
             self.take_retries(class, left, now, &mut items);
         }
-        items
+        let retried = items.len() - fresh;
+        (items, retried)
     }
 
     /// Takes the first item of `lane` if its limit has a token; otherwise pauses the lane.

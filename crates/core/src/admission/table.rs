@@ -1,8 +1,8 @@
 //! A send rate for the whole table: engaged when a large share of what the table is sent is
 //! refused, held a margin above what the table accepts, probed upwards, and lifted once
 //! refusals stop. Admission keeps two: one for refusals of the whole table or index, held near
-//! what the table accepts, and a looser one for refusals of table partitions (see the admission
-//! module's header).
+//! what the table accepts, and a looser one for refusals of table partitions, which admission
+//! applies to retries only (see the admission module's header).
 //!
 //! Why a rate and not fewer requests in flight: at the table's capacity, the items the store
 //! refuses go back and race the fresh ones of their partition for each token, so an unlucky
@@ -24,11 +24,10 @@ const PERIOD: Duration = Duration::from_millis(100);
 const OVER_ACCEPTED: f64 = 1.05;
 /// For table partitions' refusals: a full partition refuses most of its own items while the
 /// others accept theirs, so the rate engages only when half of what is sent is refused, and
-/// then lets twice what the table accepts go. Chosen on the engine's deterministic load tests at
-/// full capacity with the simulator's round trips (docs/benchmarks.md): a tenth and 1.05 held the
-/// other partitions' items back (the median lag 15-35 times the bound's); no rate at all doubled
-/// the worst lag; 0.3-0.65 and 1.3-2 traded the median against the worst, and these two gave the
-/// lowest worst lag.
+/// then lets retries go at twice what the table accepts (it holds back retries only, see the
+/// admission module's header). Chosen on the engine's deterministic load tests at full capacity
+/// with the simulator's round trips (docs/benchmarks.md): 0.3-0.65 and 1.3-4 traded the median
+/// against the worst lag, and these two gave the lowest worst lag.
 const PARTITIONS_TARGET_SHARE: f64 = 0.5;
 const PARTITIONS_OVER_ACCEPTED: f64 = 2.0;
 /// A period at or under the target raises the rate by this share, times the number of such

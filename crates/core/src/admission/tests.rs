@@ -321,6 +321,30 @@ fn refusals_of_unknown_scope_over_the_table_engage_only_a_loose_rate() {
     assert!(snap.limited_lanes.is_empty(), "{snap:?}");
 }
 
+/// The partitions' rate holds back retries only: once it is engaged, items sent for the first
+/// time still all go the moment they are due, whatever partition refused the retries.
+#[test]
+fn the_partitions_rate_holds_back_retries_not_first_attempts() {
+    let mut a = Admission::new(4, settings(), 7);
+    for ms in 0..50 {
+        round(&mut a, 1_000 + ms * 50, 4, |i| i.id % 4 != 0);
+    }
+    assert!(a.snapshot().table_rate.is_some(), "engaged");
+    let now = 1_000 + 50 * 50;
+    for k in 0..40u32 {
+        a.hold(it(900_000 + k, (k % 4) as usize, now));
+    }
+    let (mut first, mut retries) = (0, 0);
+    while let Decision::Send { items, class } = a.next(t(now)) {
+        let new = items.iter().filter(|i| i.id >= 900_000).count();
+        first += new;
+        retries += items.len() - new;
+        a.answered(t(now), answer(class, &items, vec![]));
+    }
+    assert_eq!(first, 40, "every first attempt at its instant");
+    assert!(a.len() > 0, "retries still held back ({retries} went)");
+}
+
 /// Sends everything admission lets go between `from` and `to` (ms), answering each request
 /// at once with `refuse` deciding which items are refused; returns the ids sent by class.
 fn drive(
