@@ -82,6 +82,42 @@ async fn succeeded(child: std::process::Child) -> String {
     stdout
 }
 
+/// Stops background runs with SIGTERM once `done` holds (read every 200 ms), or lets them end
+/// by their own `--for` when it never does; their standard outputs, once each exited cleanly.
+/// The tests wait for what they check rather than for a fixed run.
+async fn stopped_once(children: Vec<std::process::Child>, done: impl AsyncFn() -> bool) -> Vec<String> {
+    let started = std::time::Instant::now();
+    while !done().await && started.elapsed() < std::time::Duration::from_secs(60) {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let mut outs = Vec::new();
+    for child in children {
+        crate::support::terminate(&child);
+        outs.push(succeeded(child).await);
+    }
+    outs
+}
+
+/// How many stream buckets the indexer has leases for in `leases`, and who holds them.
+async fn indexer_owners(
+    app: &TestTable,
+    leases: &TestTable,
+) -> (usize, std::collections::BTreeSet<String>) {
+    let all = precise_ttl_dynamodb::LeaseTable::open(
+        app.dynamo.clone(),
+        &leases.name,
+        &app.name,
+        "#stream-indexer",
+    )
+    .await
+    .unwrap()
+    .all()
+    .await
+    .unwrap();
+    let owners = all.iter().filter_map(|l| l.record.owner.clone()).collect();
+    (all.len(), owners)
+}
+
 /// An UpdateItem of `pk` with `expression` on `#a`, the attribute `attribute` (`:v` its value).
 async fn update(
     app: &TestTable,
@@ -240,24 +276,17 @@ async fn a_fleet_splits_the_indexers_leases_and_indexes_each_change_once() {
     };
     let (a, b) = (worker("a"), worker("b"));
     // Both hold some of the indexer's 16 buckets once the leases have settled.
-    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
-    let indexer_leases = precise_ttl_dynamodb::LeaseTable::open(
-        app.dynamo.clone(),
-        &leases.name,
-        &app.name,
-        "#stream-indexer",
-    )
-    .await
-    .unwrap()
-    .all()
-    .await
-    .unwrap();
-    let owners: std::collections::BTreeSet<_> = indexer_leases
-        .iter()
-        .filter_map(|l| l.record.owner.clone())
-        .collect();
-    assert_eq!(indexer_leases.len(), 16);
-    assert_eq!(owners, ["a".to_string(), "b".to_string()].into());
+    let both: std::collections::BTreeSet<_> = ["a".to_string(), "b".to_string()].into();
+    let started = std::time::Instant::now();
+    let (buckets, owners) = loop {
+        let (buckets, owners) = indexer_owners(&app, &leases).await;
+        if (buckets == 16 && owners == both) || started.elapsed().as_secs() >= 10 {
+            break (buckets, owners);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert_eq!(buckets, 16);
+    assert_eq!(owners, both);
     for i in 0..40 {
         app.put(item(&format!("due-{i}"), &[("ttl", at(2_000))]))
             .await;
@@ -266,9 +295,13 @@ async fn a_fleet_splits_the_indexers_leases_and_indexes_each_change_once() {
         app.put(item(&format!("later-{i}"), &[("ttl", at(3_600_000))]))
             .await;
     }
+    // Stopped once every due item and its entry are gone (the runs' `--for` bounds the wait).
+    let outs = stopped_once(vec![a, b], async || {
+        app.count().await == 10 && queue.count().await == 10
+    })
+    .await;
     let mut written = 0;
-    for child in [a, b] {
-        let stdout = succeeded(child).await;
+    for stdout in outs {
         let line = stdout
             .lines()
             .find_map(|l| l.strip_prefix("indexer: entries written "))
@@ -289,9 +322,13 @@ async fn a_fleet_splits_the_indexers_leases_and_indexes_each_change_once() {
 async fn items_due_before_their_entry_exists_go_once_it_is_read() {
     let (app, queue, leases, checkpoints) = set_up().await;
     let child = spawn_run(&app, &queue, &checkpoints, &leases, &["--for", "25s"]);
-    // Written while the daemon runs, each already due (long ago, a minute ago, just now) or due
-    // sooner than the indexer can write its entry.
-    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    // Written while the daemon runs (its indexer holds the stream's buckets), each already due
+    // (long ago, a minute ago, just now) or due sooner than the indexer can write its entry.
+    let started = std::time::Instant::now();
+    while indexer_owners(&app, &leases).await.1.is_empty() {
+        assert!(started.elapsed().as_secs() < 20, "the run never took its leases");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     for (i, offset) in [-86_400_000, -60_000, -5_000, -1_000, 0, 100, 300]
         .iter()
         .enumerate()
@@ -301,7 +338,16 @@ async fn items_due_before_their_entry_exists_go_once_it_is_read() {
                 .await;
         }
     }
-    let stdout = succeeded(child).await;
+    // Stopped once both tables are empty, and a second later: nothing may come back.
+    let empty = async || app.count().await == 0 && queue.count().await == 0;
+    let stdout = stopped_once(vec![child], async || {
+        empty().await && {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            empty().await
+        }
+    })
+    .await
+    .remove(0);
     assert_eq!(app.count().await, 0, "{stdout}");
     assert_eq!(queue.count().await, 0, "{stdout}");
 }

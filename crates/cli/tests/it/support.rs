@@ -184,28 +184,36 @@ impl TestTable {
             .expect("put item");
     }
 
+    /// Writes `items` in batches of 25, four batches in flight: planting tens of thousands of
+    /// items waits on round trips, not on DynamoDB Local's one writer.
     pub async fn put_many(&self, items: Vec<HashMap<String, AttributeValue>>) {
-        for chunk in items.chunks(25) {
-            let requests: Vec<_> = chunk
-                .iter()
-                .map(|i| {
-                    WriteRequest::builder()
-                        .put_request(
-                            PutRequest::builder()
-                                .set_item(Some(i.clone()))
-                                .build()
-                                .unwrap(),
-                        )
-                        .build()
-                })
-                .collect();
-            self.dynamo
-                .write
-                .batch_write_item()
-                .request_items(&self.name, requests)
-                .send()
-                .await
-                .expect("batch write");
+        const IN_FLIGHT: usize = 4;
+        for window in items.chunks(25 * IN_FLIGHT) {
+            let mut batches = tokio::task::JoinSet::new();
+            for chunk in window.chunks(25) {
+                let requests: Vec<_> = chunk
+                    .iter()
+                    .map(|i| {
+                        WriteRequest::builder()
+                            .put_request(
+                                PutRequest::builder()
+                                    .set_item(Some(i.clone()))
+                                    .build()
+                                    .unwrap(),
+                            )
+                            .build()
+                    })
+                    .collect();
+                let batch = self
+                    .dynamo
+                    .write
+                    .batch_write_item()
+                    .request_items(&self.name, requests);
+                batches.spawn(batch.send());
+            }
+            while let Some(sent) = batches.join_next().await {
+                sent.expect("a batch write's task").expect("batch write");
+            }
         }
     }
 
