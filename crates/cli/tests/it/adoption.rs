@@ -111,11 +111,7 @@ async fn backfill_of_50k_items_interrupted_and_resumed_indexes_each_exactly_once
         if i % 500 == 0 {
             // The writer sets its own shard: backfill must never overwrite it.
             table
-                .dynamo
-                .write
-                .update_item()
-                .table_name(&table.name)
-                .key("pk", s(&pk))
+                .update(&pk)
                 .update_expression("SET ttl_shard = :s")
                 .expression_attribute_values(":s", n(writer_shard(&pk)))
                 .send()
@@ -440,10 +436,8 @@ async fn the_blog_layout_is_swept_including_every_window_missed_during_downtime(
             ],
         )
     };
-    let checkpoint_table = TestTable {
-        name: format!("precise-ttl-test-ckpt-{:016x}", fastrand::u64(..)),
-        dynamo: table.dynamo.clone(),
-    };
+    let checkpoint_table =
+        TestTable::called(format!("precise-ttl-test-ckpt-{:016x}", fastrand::u64(..)));
     // The last run before the downtime swept up to 25 minutes ago.
     let t = now().as_millis();
     let checkpoints = CheckpointTable::open_or_create(table.dynamo.clone(), &checkpoint_table.name)

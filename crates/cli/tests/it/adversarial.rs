@@ -460,11 +460,7 @@ fn ttl_item(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn items_of_400_kb_and_keys_of_the_largest_size_are_swept_like_any_other() {
-    let table = TestTable::bare_with_key(&[
-        ("pk", ScalarAttributeType::S, KeyType::Hash),
-        ("sk", ScalarAttributeType::S, KeyType::Range),
-    ])
-    .await;
+    let table = TestTable::bare_with_sort_key().await;
     set_up(&table).await;
     let t = now().as_millis() / 1000;
     // DynamoDB's limits: 400 KB per item (names and values), 2048 bytes of partition key, 1024

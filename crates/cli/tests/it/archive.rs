@@ -129,7 +129,7 @@ fn a_bad_archive_url_is_one_clear_line() {
         .args(["sweep", "--table", "t", "--archive", "ftp://x"])
         .assert()
         .failure();
-    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    let err = crate::support::stderr_of(&out);
     assert!(err.contains("file://DIR"), "{err}");
 }
 
@@ -278,7 +278,7 @@ async fn archive_of_a_table_without_a_stream_is_one_line_saying_what_to_run() {
         .args(["archive", "--table", &table.name, "--to", "-"])
         .assert()
         .failure();
-    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    let err = crate::support::stderr_of(&out);
     assert!(err.contains("--stream"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }

@@ -161,7 +161,7 @@ async fn two_run_processes_split_a_table_and_one_takes_over_from_a_killed_one() 
         .args(["status", "--table", &table.name, "--json"])
         .assert()
         .success();
-    let status: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let status = crate::support::json_of(&out);
     assert_eq!(
         status["workers"],
         serde_json::json!([{"worker": "a", "shards": 8}, {"worker": "b", "shards": 8}]),

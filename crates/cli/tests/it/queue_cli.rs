@@ -2,7 +2,7 @@
 //! indexer and daemon in one process, with leases), `status` and `doctor` on a table whose
 //! writers set only the TTL, against DynamoDB Local.
 
-use crate::support::{TestTable, at, item, n, precise_ttl, s};
+use crate::support::{TestTable, at, item, n, precise_ttl, s, stderr_of, stdout_of};
 use aws_sdk_dynamodb::types::AttributeValue;
 
 /// `precise-ttl <command> --table <app> --index-layout stream-queue ...` with the test's tables.
@@ -67,6 +67,18 @@ async fn set_up() -> (TestTable, TestTable, TestTable, TestTable) {
     (app, queue, leases, checkpoints)
 }
 
+/// Runs `setup` of a bare table on the stream-queue layout: it must succeed and say that it
+/// turned the table's stream on and created the queue table.
+pub(crate) fn made_the_stream_and_the_queue(setup: &mut assert_cmd::Command) {
+    let out = setup.assert().success();
+    let stdout = stdout_of(&out);
+    assert!(stdout.contains("turned the table's stream on"), "{stdout}");
+    assert!(
+        stdout.contains("created the expiry queue table"),
+        "{stdout}"
+    );
+}
+
 /// Waits for a background `run`; its standard output, once it has succeeded.
 async fn succeeded(child: std::process::Child) -> String {
     let out = tokio::task::spawn_blocking(move || child.wait_with_output())
@@ -85,7 +97,10 @@ async fn succeeded(child: std::process::Child) -> String {
 /// Stops background runs with SIGTERM once `done` holds (read every 200 ms), or lets them end
 /// by their own `--for` when it never does; their standard outputs, once each exited cleanly.
 /// The tests wait for what they check rather than for a fixed run.
-async fn stopped_once(children: Vec<std::process::Child>, done: impl AsyncFn() -> bool) -> Vec<String> {
+async fn stopped_once(
+    children: Vec<std::process::Child>,
+    done: impl AsyncFn() -> bool,
+) -> Vec<String> {
     let started = std::time::Instant::now();
     while !done().await && started.elapsed() < std::time::Duration::from_secs(60) {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
@@ -126,11 +141,7 @@ async fn update(
     expression: &str,
     value: Option<AttributeValue>,
 ) {
-    app.dynamo
-        .write
-        .update_item()
-        .table_name(&app.name)
-        .key("pk", s(pk))
+    app.update(pk)
         .update_expression(expression)
         .expression_attribute_names("#a", attribute)
         .set_expression_attribute_values(value.map(|v| [(":v".to_string(), v)].into()))
@@ -148,15 +159,8 @@ async fn a_table_is_adopted_without_changing_its_writers() {
     app.put(item("old-later", &[("ttl", at(3_600_000))])).await;
 
     let lease_flag = ["--lease-table", leases.name.as_str()];
-    let out = queue_cmd("setup", &app, &queue, &lease_flag)
-        .arg("--no-native-ttl")
-        .assert()
-        .success();
-    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
-    assert!(stdout.contains("turned the table's stream on"), "{stdout}");
-    assert!(
-        stdout.contains("created the expiry queue table"),
-        "{stdout}"
+    made_the_stream_and_the_queue(
+        queue_cmd("setup", &app, &queue, &lease_flag).arg("--no-native-ttl"),
     );
     let again = queue_cmd("setup", &app, &queue, &lease_flag)
         .arg("--no-native-ttl")
@@ -173,7 +177,7 @@ async fn a_table_is_adopted_without_changing_its_writers() {
     )
     .assert()
     .success();
-    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    let stdout = stdout_of(&out);
     assert!(stdout.contains("queue entries written 2"), "{stdout}");
 
     // Writers set only the TTL: due soon; extended; TTL removed; a String TTL; later; touched
@@ -194,7 +198,7 @@ async fn a_table_is_adopted_without_changing_its_writers() {
         .args(["--for", "9s", "--poll-interval", "200ms"])
         .assert()
         .success();
-    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    let stdout = stdout_of(&out);
     // soon, extended twice, removed's first TTL, later, touched (once: its TTL did not change).
     assert!(stdout.contains("indexer: entries written 6"), "{stdout}");
     assert!(
@@ -224,7 +228,7 @@ async fn a_table_is_adopted_without_changing_its_writers() {
         .args(checkpoint_flag)
         .assert()
         .success();
-    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    let stdout = stdout_of(&out);
     assert!(stdout.contains("expiry queue"), "{stdout}");
     assert!(stdout.contains("indexer caught up"), "{stdout}");
     // The run released its leases on the way out.
@@ -233,7 +237,7 @@ async fn a_table_is_adopted_without_changing_its_writers() {
         "{stdout}"
     );
     let out = queue_cmd("doctor", &app, &queue, &checkpoint_flag).assert();
-    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    let stdout = stdout_of(&out);
     assert!(
         stdout.contains("of 4 queue entries read, 4 have their item"),
         "{stdout}"
@@ -251,7 +255,7 @@ async fn a_stream_without_new_images_stops_setup_with_what_to_do() {
     let out = queue_cmd("setup", &app, &queue, &["--no-native-ttl"])
         .assert()
         .failure();
-    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    let stderr = stderr_of(&out);
     assert!(stderr.contains("KEYS_ONLY"), "{stderr}");
     assert!(
         stderr.contains("StreamViewType=NEW_AND_OLD_IMAGES"),
@@ -326,7 +330,10 @@ async fn items_due_before_their_entry_exists_go_once_it_is_read() {
     // (long ago, a minute ago, just now) or due sooner than the indexer can write its entry.
     let started = std::time::Instant::now();
     while indexer_owners(&app, &leases).await.1.is_empty() {
-        assert!(started.elapsed().as_secs() < 20, "the run never took its leases");
+        assert!(
+            started.elapsed().as_secs() < 20,
+            "the run never took its leases"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     for (i, offset) in [-86_400_000, -60_000, -5_000, -1_000, 0, 100, 300]

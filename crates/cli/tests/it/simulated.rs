@@ -10,7 +10,7 @@ use precise_ttl_sim::{Item, KeySpec, ScalarType, SimConfig, Simulator, TableSpec
 #[test]
 fn a_simulated_bench_reports_the_physical_bound() {
     // It loads both cores: never beside the tests whose timing DynamoDB Local must keep.
-    let _alone = crate::chaos::ONE_AT_A_TIME.blocking_lock();
+    let _alone = crate::support::alone();
     let out = std::env::temp_dir().join(format!("precise-ttl-sim-{:08x}", fastrand::u32(..)));
     assert_cmd::Command::cargo_bin("precise-ttl")
         .unwrap()
@@ -47,7 +47,8 @@ fn a_simulated_bench_reports_the_physical_bound() {
 /// rule at 8,000/s on 16 shards gives 23: `core::sizing`'s unit test.)
 #[test]
 fn status_and_doctor_recommend_the_shard_count_for_the_expiry_rate() {
-    let _alone = crate::chaos::ONE_AT_A_TIME.blocking_lock();
+    // Planting 48,000 items keeps a core busy.
+    let _heavy = crate::support::shared_blocking();
     let sim = Simulator::start(SimConfig::default().without_latency()).unwrap();
     let setup = |table: &str, args: &[&str]| {
         assert_cmd::Command::cargo_bin("precise-ttl")
@@ -100,7 +101,7 @@ fn status_and_doctor_recommend_the_shard_count_for_the_expiry_rate() {
     let setup = |args: &[&str]| setup(&table, args);
 
     let status = setup(&["status"]).success();
-    let text = String::from_utf8_lossy(&status.get_output().stdout).into_owned();
+    let text = crate::support::stdout_of(&status);
     assert!(
         text.contains("expiry rate (800/s)") || text.contains("rate (79"),
         "{text}"
@@ -108,8 +109,8 @@ fn status_and_doctor_recommend_the_shard_count_for_the_expiry_rate() {
     assert!(text.contains("use >= 3 shards"), "{text}");
 
     let doctor = setup(&["doctor", "--sample", "500"]).code(predicates::ord::ne(0));
-    let text = String::from_utf8_lossy(&doctor.get_output().stdout).into_owned();
-    let err = String::from_utf8_lossy(&doctor.get_output().stderr).into_owned();
+    let text = crate::support::stdout_of(&doctor);
+    let err = crate::support::stderr_of(&doctor);
     assert!(text.contains("use >= 3 shards"), "{text}{err}");
     sim.shutdown();
 }
@@ -161,7 +162,7 @@ fn status_shows_each_workers_admission_control_from_its_metrics() {
         .arg("status")
         .assert()
         .success();
-    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let text = crate::support::stdout_of(&out);
     let expected = format!(
         "admission control, from each worker's /metrics:
   {worker}
@@ -179,7 +180,7 @@ fn status_shows_each_workers_admission_control_from_its_metrics() {
         .args(["--metrics-url", &closed])
         .assert()
         .success();
-    let json: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let json = crate::support::json_of(&out);
     let admission = &json["admission"];
     assert_eq!(admission[0]["url"], worker.as_str(), "{json}");
     assert_eq!(admission[0]["concurrency_limit"], 48.0, "{json}");
@@ -193,17 +194,17 @@ fn status_shows_each_workers_admission_control_from_its_metrics() {
         .args(["status", "--metrics-url", &closed])
         .assert()
         .code(1);
-    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    let stderr = crate::support::stderr_of(&out);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
         stderr.contains("no worker answered on /metrics"),
         "{stderr}"
     );
-    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let text = crate::support::stdout_of(&out);
     assert!(text.contains("due and not yet deleted: 0"), "{text}");
     // Without the flag, nothing of it.
     let out = precise_ttl().arg("status").assert().success();
-    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let text = crate::support::stdout_of(&out);
     assert!(!text.contains("admission"), "{text}");
     sim.shutdown();
 }

@@ -90,6 +90,33 @@ fn warm_up(url: &str) {
     binary().args(["sweep"]).assert().success();
 }
 
+/// Which of the heavy tests may run at once. The crash loop (a per-item lag bound on a DynamoDB
+/// Local of its own) and the simulated bench (both cores busy) each run [`alone`]: beside either,
+/// another heavy test would be measured with it. The chaos scenarios, the recovery test and the
+/// archive crash test take it [`shared`]: none of them bounds a latency that the others' load
+/// decides (each chaos scenario runs at most two daemons, as other tests do beside them, and the
+/// archive crash test checks what was archived, not when), so they need not wait for one another,
+/// only for the tests that run alone. A test waiting here holds one of the two test threads, so
+/// every pair excluded without need lengthens the run.
+static HEAVY: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// Held for a whole test that must run with no other heavy test beside it (the two that do are
+/// the bench's, in the binary only with the `bench` feature).
+#[cfg(feature = "bench")]
+pub fn alone() -> tokio::sync::RwLockWriteGuard<'static, ()> {
+    HEAVY.blocking_write()
+}
+
+/// Held for a whole heavy test that may run beside the other shared ones.
+pub async fn shared() -> tokio::sync::RwLockReadGuard<'static, ()> {
+    HEAVY.read().await
+}
+
+/// [`shared`], for a test without a runtime.
+pub fn shared_blocking() -> tokio::sync::RwLockReadGuard<'static, ()> {
+    HEAVY.blocking_read()
+}
+
 pub fn dynamo() -> Dynamo {
     Dynamo::local(endpoint())
 }
@@ -117,6 +144,15 @@ impl TestTable {
         Self::bare_with_key(&[("pk", ScalarAttributeType::S, KeyType::Hash)]).await
     }
 
+    /// A bare table keyed by `pk` and `sk` (both S), without the expiry index.
+    pub async fn bare_with_sort_key() -> TestTable {
+        Self::bare_with_key(&[
+            ("pk", ScalarAttributeType::S, KeyType::Hash),
+            ("sk", ScalarAttributeType::S, KeyType::Range),
+        ])
+        .await
+    }
+
     pub async fn bare_with_key(keys: &[(&str, ScalarAttributeType, KeyType)]) -> TestTable {
         let table = TestTable::named();
         let mut req = table
@@ -136,8 +172,13 @@ impl TestTable {
 
     /// A name only, for tests that let `setup --create-table` make it.
     pub fn named() -> TestTable {
+        TestTable::called(format!("precise-ttl-test-{:016x}", fastrand::u64(..)))
+    }
+
+    /// The table `name`, made by the test's commands (leases, checkpoints) or by the test.
+    pub fn called(name: String) -> TestTable {
         TestTable {
-            name: format!("precise-ttl-test-{:016x}", fastrand::u64(..)),
+            name,
             dynamo: dynamo(),
         }
     }
@@ -215,6 +256,14 @@ impl TestTable {
                 sent.expect("a batch write's task").expect("batch write");
             }
         }
+    }
+
+    /// An UpdateItem of the item `pk`, for the test to shape and send.
+    pub fn update(
+        &self,
+        pk: &str,
+    ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        update_item(&self.dynamo, &self.name, pk)
     }
 
     /// Deletes the item `pk`, as an application does (not an expiry).
@@ -363,6 +412,30 @@ pub async fn delete_table_if_any(dynamo: &Dynamo, name: &str) {
     let _ = dynamo.query.delete_table().table_name(name).send().await;
 }
 
+/// An UpdateItem of the item `pk` of `table`, for the test to shape and send.
+pub fn update_item(
+    dynamo: &Dynamo,
+    table: &str,
+    pk: &str,
+) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+    dynamo
+        .write
+        .update_item()
+        .table_name(table)
+        .key("pk", s(pk))
+}
+
+/// Sets the TTL of the item `pk` of `table` to `ttl`, as a writer extending it does.
+pub async fn set_ttl(dynamo: &Dynamo, table: &str, pk: &str, ttl: AttributeValue) {
+    update_item(dynamo, table, pk)
+        .update_expression("SET #t = :t")
+        .expression_attribute_names("#t", "ttl")
+        .expression_attribute_values(":t", ttl)
+        .send()
+        .await
+        .expect("set the TTL");
+}
+
 /// Items `{prefix}-{i}` for each `i` of `range`, each due `offset_ms(i)` from now on shard
 /// `i % 16`: the load of most tests, for [`TestTable::put_many`].
 pub fn due_items(
@@ -476,6 +549,21 @@ pub fn precise_ttl() -> assert_cmd::Command {
         .env("PRECISE_TTL_ENDPOINT_URL", endpoint())
         .timeout(std::time::Duration::from_secs(120));
     cmd
+}
+
+/// What a finished command wrote on standard output, as text.
+pub fn stdout_of(out: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8_lossy(&out.get_output().stdout).into_owned()
+}
+
+/// What a finished command wrote on standard error, as text.
+pub fn stderr_of(out: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8_lossy(&out.get_output().stderr).into_owned()
+}
+
+/// A finished command's standard output, read as one JSON value (`--json`).
+pub fn json_of(out: &assert_cmd::assert::Assert) -> serde_json::Value {
+    serde_json::from_slice(&out.get_output().stdout).expect("JSON on standard output")
 }
 
 /// `precise-ttl archive` of `table`'s stream on the shared DynamoDB Local, checkpointed in

@@ -117,17 +117,7 @@ impl ExpiryStore for ExtendAfterQuery {
             };
             if pk.starts_with("extended") {
                 let later = now().as_millis() / 1000 + 3600;
-                self.dynamo
-                    .write
-                    .update_item()
-                    .table_name(&self.table)
-                    .key("pk", s(pk))
-                    .update_expression("SET #t = :t")
-                    .expression_attribute_names("#t", "ttl")
-                    .expression_attribute_values(":t", n(later))
-                    .send()
-                    .await
-                    .expect("extend");
+                crate::support::set_ttl(&self.dynamo, &self.table, pk, n(later)).await;
             }
         }
         Ok(page)

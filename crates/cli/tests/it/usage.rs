@@ -47,7 +47,7 @@ fn one_line_exit_2(args: &[&str], says: &str) {
 /// `command --help`, which must succeed.
 fn help_of(command: &str) -> String {
     let help = bare().args([command, "--help"]).assert().success();
-    String::from_utf8_lossy(&help.get_output().stdout).into_owned()
+    crate::support::stdout_of(&help)
 }
 
 #[test]
