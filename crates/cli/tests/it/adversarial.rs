@@ -6,13 +6,12 @@ use crate::support::{TestTable, now, precise_ttl};
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{AttributeValue, KeyType, ScalarAttributeType};
 use precise_ttl_core::{DueWindow, TtlLayout};
-use precise_ttl_dynamodb::{DeleteMode, DynamoStore, ItemKey, SetupOptions, setup};
+use precise_ttl_dynamodb::{DeleteMode, DynamoStore, ItemKey};
 use precise_ttl_engine::{DeleteOutcome, ExpiryStore, SweepConfig, Sweeper, SystemClock};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 const SHARDS: u64 = 4;
 const DAY: i64 = 86_400;
@@ -233,17 +232,6 @@ fn layout() -> TtlLayout {
     crate::support::layout(SHARDS)
 }
 
-async fn set_up(table: &TestTable) {
-    let options = SetupOptions {
-        native_ttl: false, // DynamoDB Local would delete items itself; we test our deletes.
-        poll_interval: Duration::from_millis(100),
-        ..SetupOptions::default()
-    };
-    setup::setup(&table.dynamo, &table.name, &layout(), &options)
-        .await
-        .expect("setup");
-}
-
 async fn sweep(
     table: &TestTable,
     mode: DeleteMode,
@@ -307,7 +295,7 @@ async fn one_case(items: &[(TtlShape, ShardShape)], how: u32) -> Result<(), Test
         }
     }
     table.put_many(before).await;
-    set_up(&table).await;
+    crate::support::set_up_index(&table, &layout()).await;
     for item in after {
         let refused = table
             .dynamo
@@ -461,7 +449,7 @@ fn ttl_item(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn items_of_400_kb_and_keys_of_the_largest_size_are_swept_like_any_other() {
     let table = TestTable::bare_with_sort_key().await;
-    set_up(&table).await;
+    crate::support::set_up_index(&table, &layout()).await;
     let t = now().as_millis() / 1000;
     // DynamoDB's limits: 400 KB per item (names and values), 2048 bytes of partition key, 1024
     // bytes of sort key.
@@ -521,7 +509,7 @@ async fn one_key_schema(hash: ScalarAttributeType, range: Option<ScalarAttribute
         keys.push(("sk", r.clone(), KeyType::Range));
     }
     let table = TestTable::bare_with_key(&keys).await;
-    set_up(&table).await;
+    crate::support::set_up_index(&table, &layout()).await;
     let key = |i: usize| {
         let mut k = HashMap::from([("pk".to_string(), key_value(&hash, i))]);
         if let Some(r) = &range {

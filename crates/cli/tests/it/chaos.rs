@@ -134,7 +134,9 @@ async fn run_many_until_clean(
     outs
 }
 
-async fn verdict(table: &TestTable, plan: &Plan) {
+/// Once the extender is done: every due item gone, every survivor there.
+async fn verdict(table: &TestTable, plan: &Plan, extending: tokio::task::JoinHandle<()>) {
+    extending.await.unwrap();
     let mut left = Vec::new();
     for key in &plan.due {
         if table.get(key).await.is_some() {
@@ -205,8 +207,7 @@ async fn a_daemon_killed_at_random_moments_and_restarted_loses_nothing() {
         assert!(!status.success(), "killed");
     }
     run_until_clean(&table, &plan, endpoint(), &[], Duration::from_secs(60)).await;
-    extending.await.unwrap();
-    verdict(&table, &plan).await;
+    verdict(&table, &plan, extending).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -239,8 +240,7 @@ async fn two_daemons_on_one_table_share_the_work_safely() {
     )
     .await;
     let (out_a, out_b) = (&outs[0], &outs[1]);
-    extending.await.unwrap();
-    verdict(&table, &plan).await;
+    verdict(&table, &plan, extending).await;
     let count = |out: &str, what: &str| -> u64 {
         out.split(&format!(" {what} "))
             .nth(1)
@@ -299,8 +299,7 @@ async fn the_daemon_rides_out_an_unreachable_store_and_catches_up() {
     .await;
     down.await.unwrap();
     assert!(out.contains("stopped: deleted"), "{out}");
-    extending.await.unwrap();
-    verdict(&table, &plan).await;
+    verdict(&table, &plan, extending).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -367,10 +366,9 @@ async fn twenty_percent_throttling_on_the_wire_then_prompt_recovery() {
         late.is_empty(),
         "items expiring after the faults still there 3 s later: {late:?}\n{out}"
     );
-    extending.await.unwrap();
     // Shown only when the test fails.
     eprintln!("daemon output:\n{out}");
-    verdict(&table, &plan).await;
+    verdict(&table, &plan, extending).await;
     assert!(
         proxy
             .state
@@ -408,8 +406,7 @@ async fn native_ttl_racing_our_deletes_does_no_harm() {
     let plan = plant(&table, 200, 2000, 200).await;
     let extending = extender(&table, &plan);
     run_until_clean(&table, &plan, endpoint(), &[], Duration::from_secs(60)).await;
-    extending.await.unwrap();
-    verdict(&table, &plan).await;
+    verdict(&table, &plan, extending).await;
     // DynamoDB Local's TTL job scans every 10 s, 20 items at a time.
     let started = Instant::now();
     loop {

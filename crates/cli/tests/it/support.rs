@@ -132,6 +132,20 @@ pub fn layout(shards: u64) -> TtlLayout {
     }
 }
 
+/// Makes `table`'s expiry index for `layout` with the library's `setup`, native TTL left off
+/// (DynamoDB Local would delete items itself; the tests check our deletes), the index polled for
+/// every 100 ms.
+pub async fn set_up_index(table: &TestTable, layout: &TtlLayout) {
+    let options = precise_ttl_dynamodb::SetupOptions {
+        native_ttl: false,
+        poll_interval: Duration::from_millis(100),
+        ..precise_ttl_dynamodb::SetupOptions::default()
+    };
+    precise_ttl_dynamodb::setup::setup(&table.dynamo, &table.name, layout, &options)
+        .await
+        .expect("setup");
+}
+
 /// A table with a random name, deleted when dropped.
 pub struct TestTable {
     pub name: String,
