@@ -369,20 +369,10 @@ async fn twenty_percent_throttling_on_the_wire_then_prompt_recovery() {
     // Shown only when the test fails.
     eprintln!("daemon output:\n{out}");
     verdict(&table, &plan, extending).await;
+    let counted = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(counted(&proxy.state.injected) > 10, "faults were injected");
     assert!(
-        proxy
-            .state
-            .injected
-            .load(std::sync::atomic::Ordering::Relaxed)
-            > 10,
-        "faults were injected"
-    );
-    assert!(
-        proxy
-            .state
-            .unprocessed_statements
-            .load(std::sync::atomic::Ordering::Relaxed)
-            > 0,
+        counted(&proxy.state.unprocessed_statements) > 0,
         "statements were held back"
     );
     assert!(out.contains("throttled"), "{out}");

@@ -34,11 +34,7 @@ async fn setup_and_sweep_from_the_command_line() {
         .stdout(predicate::str::contains(
             "deleted 30, skipped (changed) 0, unconfirmed 0, errors 0",
         ));
-    let out = precise_ttl()
-        .args(["sweep", "--table", &table.name, "--json"])
-        .assert()
-        .success();
-    let json = crate::support::json_of(&out);
+    let json = crate::support::json_report("sweep", &table);
     assert_eq!(json["deleted"], 0);
     assert_eq!(table.count().await, 1);
 }

@@ -196,11 +196,7 @@ async fn status_shows_what_is_due_per_shard() {
     table
         .put(item("next", &[("ttl", at(600_000)), ("ttl_shard", n(3))]))
         .await;
-    let out = precise_ttl()
-        .args(["status", "--table", &table.name, "--json"])
-        .assert()
-        .success();
-    let json = crate::support::json_of(&out);
+    let json = crate::support::json_report("status", &table);
     assert_eq!(json["due"], 7);
     assert_eq!(json["shards"][2]["due"], 7);
     assert!(

@@ -160,11 +160,7 @@ async fn two_run_processes_split_a_table_and_one_takes_over_from_a_killed_one() 
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let split = Instant::now();
-    let out = crate::support::precise_ttl()
-        .args(["status", "--table", &table.name, "--json"])
-        .assert()
-        .success();
-    let status = crate::support::json_of(&out);
+    let status = crate::support::json_report("status", &table);
     assert_eq!(
         status["workers"],
         serde_json::json!([{"worker": "a", "shards": 8}, {"worker": "b", "shards": 8}]),

@@ -580,6 +580,16 @@ pub fn json_of(out: &assert_cmd::assert::Assert) -> serde_json::Value {
     serde_json::from_slice(&out.get_output().stdout).expect("JSON on standard output")
 }
 
+/// `precise-ttl <command> --table <table> --json`, which must succeed: its JSON report.
+pub fn json_report(command: &str, table: &TestTable) -> serde_json::Value {
+    json_of(
+        &precise_ttl()
+            .args([command, "--table", &table.name, "--json"])
+            .assert()
+            .success(),
+    )
+}
+
 /// `precise-ttl archive` of `table`'s stream on the shared DynamoDB Local, checkpointed in
 /// `checkpoints` and polling every 200 ms: the tests add where it writes and what its output
 /// goes to.
