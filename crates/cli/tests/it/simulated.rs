@@ -70,7 +70,7 @@ fn status_and_doctor_recommend_the_shard_count_for_the_expiry_rate() {
     // 48,000 items due over a minute that starts once planting is over: 800/s. Planting takes a
     // few seconds, more on a busy machine; a lead that planting ran into is doubled on a table of
     // its own, rather than always waiting out one long enough for the busiest machine.
-    let mut lead_s = 4;
+    let mut lead_s = 6;
     let (table, first) = loop {
         let table = format!("busy-{lead_s}");
         sim.create_table(&TableSpec {
