@@ -430,7 +430,15 @@ async fn archive_counts_and_logs_every_remove_it_leaves_out() {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    let healthz = crate::daemon::http_get(&format!("{auto_base}/healthz"));
+    // Healthy once a pass over the stream has ended: the counts above may be read while the
+    // first pass is still under way.
+    let healthz = loop {
+        let healthz = crate::daemon::http_get(&format!("{auto_base}/healthz"));
+        if healthz.starts_with("HTTP/1.0 200") || started.elapsed() > Duration::from_secs(40) {
+            break healthz;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     crate::support::terminate(&auto);
     assert!(auto.wait().unwrap().success());
     crate::support::terminate(&fine);
