@@ -1,6 +1,7 @@
-//! Shared test bed: the DynamoDB Local instance (and the local S3 server), table guards and
-//! their reads, item writers and the usual loads, hand-made table schemas, the commands the
-//! tests start, and (in `local_proxy`) what the fault proxy and the recorder are built on.
+//! Shared test bed: the DynamoDB Local instance, table guards and their reads, item writers and
+//! the usual loads, hand-made table schemas, the commands the tests start and what they print;
+//! in submodules, the local S3 server (`s3`), which heavy tests may run at once (`heavy`) and
+//! what the fault proxy and the recorder are built on (`local_proxy`).
 
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
@@ -14,8 +15,14 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+mod heavy;
 mod local_proxy;
+mod s3;
+#[cfg(feature = "bench")]
+pub use heavy::alone;
+pub use heavy::{shared, shared_blocking};
 pub use local_proxy::{LocalProxy, Serves};
+pub use s3::{create_bucket, s3, s3_endpoint};
 
 pub const ENDPOINT_ENV: &str = "PRECISE_TTL_TEST_ENDPOINT";
 
@@ -88,33 +95,6 @@ fn warm_up(url: &str) {
     .join()
     .expect("warm-up items written");
     binary().args(["sweep"]).assert().success();
-}
-
-/// Which of the heavy tests may run at once. The crash loop (a per-item lag bound on a DynamoDB
-/// Local of its own) and the simulated bench (both cores busy) each run [`alone`]: beside either,
-/// another heavy test would be measured with it. The chaos scenarios, the recovery test and the
-/// archive crash test take it [`shared`]: none of them bounds a latency that the others' load
-/// decides (each chaos scenario runs at most two daemons, as other tests do beside them, and the
-/// archive crash test checks what was archived, not when), so they need not wait for one another,
-/// only for the tests that run alone. A test waiting here holds one of the two test threads, so
-/// every pair excluded without need lengthens the run.
-static HEAVY: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
-
-/// Held for a whole test that must run with no other heavy test beside it (the two that do are
-/// the bench's, in the binary only with the `bench` feature).
-#[cfg(feature = "bench")]
-pub fn alone() -> tokio::sync::RwLockWriteGuard<'static, ()> {
-    HEAVY.blocking_write()
-}
-
-/// Held for a whole heavy test that may run beside the other shared ones.
-pub async fn shared() -> tokio::sync::RwLockReadGuard<'static, ()> {
-    HEAVY.read().await
-}
-
-/// [`shared`], for a test without a runtime.
-pub fn shared_blocking() -> tokio::sync::RwLockReadGuard<'static, ()> {
-    HEAVY.blocking_read()
 }
 
 pub fn dynamo() -> Dynamo {
@@ -688,68 +668,4 @@ pub fn artifact(name: &str, test: &str, figures: serde_json::Value) {
     std::fs::create_dir_all(&dir).expect("artifact folder");
     std::fs::write(&path, serde_json::to_string_pretty(&json).unwrap() + "\n")
         .expect("write the artifact");
-}
-
-/// The endpoint of a local S3-compatible server (moto, `scripts/s3-local`), started once for this
-/// test binary; it stops when our end of its stdin pipe closes at exit.
-pub fn s3_endpoint() -> &'static str {
-    static ENDPOINT: OnceLock<String> = OnceLock::new();
-    static SERVER: OnceLock<std::sync::Mutex<std::process::Child>> = OnceLock::new();
-    ENDPOINT.get_or_init(|| {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let script =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/s3-local");
-        let child = std::process::Command::new(script)
-            .args(["serve", &port.to_string()])
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .expect("scripts/s3-local starts");
-        let server = SERVER.get_or_init(|| std::sync::Mutex::new(child));
-        let url = format!("http://127.0.0.1:{port}");
-        let started = std::time::Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Ok(Some(status)) = server.lock().unwrap().try_wait() {
-                panic!("scripts/s3-local serve exited ({status}) before serving");
-            }
-            assert!(
-                started.elapsed() < std::time::Duration::from_secs(120),
-                "the local S3 server did not start on {url}"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        url
-    })
-}
-
-/// A client of the local S3 server, with fixed credentials (moto takes any) whatever the test
-/// runner's environment chose: no AWS_PROFILE of the developer's may be read here.
-pub async fn s3() -> aws_sdk_s3::Client {
-    let config = aws_sdk_s3::config::Builder::new()
-        .behavior_version(precise_ttl_archive::aws::behavior_version())
-        .region(aws_sdk_s3::config::Region::new("us-east-1"))
-        .endpoint_url(s3_endpoint())
-        .force_path_style(true)
-        .credentials_provider(aws_sdk_s3::config::Credentials::new(
-            "precise-ttl-local",
-            "precise-ttl-local",
-            None,
-            None,
-            "precise-ttl-local",
-        ))
-        .build();
-    aws_sdk_s3::Client::from_conf(config)
-}
-
-/// Creates the bucket `name` on the local S3 server and gives its name back.
-pub async fn create_bucket(name: String) -> String {
-    s3().await
-        .create_bucket()
-        .bucket(&name)
-        .send()
-        .await
-        .expect("create bucket");
-    name
 }
