@@ -97,10 +97,10 @@ async fn archive_stops_on_refused_stream_reads_and_names_them() {
         .await;
     let rec = Recorder::start(endpoint()).await;
     rec.deny("GetRecords");
-    let checkpoints = crate::support::TestTable {
-        name: format!("precise-ttl-denied-checkpoints-{:08x}", fastrand::u32(..)),
-        dynamo: crate::support::dynamo(),
-    };
+    let checkpoints = crate::support::TestTable::called(format!(
+        "precise-ttl-denied-checkpoints-{:08x}",
+        fastrand::u32(..)
+    ));
     let out = precise_ttl()
         .env("PRECISE_TTL_ENDPOINT_URL", &rec.url)
         .args(["archive", "--table", &table.name, "--to", "-"])
@@ -134,10 +134,10 @@ async fn archive_stops_on_refused_stream_reads_and_names_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_stops_on_a_refused_lease_write_and_names_it() {
     let table = table_with_index().await;
-    let leases = crate::support::TestTable {
-        name: format!("precise-ttl-denied-leases-{:08x}", fastrand::u32(..)),
-        dynamo: crate::support::dynamo(),
-    };
+    let leases = crate::support::TestTable::called(format!(
+        "precise-ttl-denied-leases-{:08x}",
+        fastrand::u32(..)
+    ));
     precise_ttl()
         .args(["setup", "--table", &table.name, "--no-native-ttl"])
         .args(["--lease-table", &leases.name])

@@ -13,7 +13,6 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 const SHARDS: u64 = 4;
 const DAY: i64 = 86_400;
@@ -234,17 +233,6 @@ fn layout() -> TtlLayout {
     crate::support::layout(SHARDS)
 }
 
-async fn set_up(table: &TestTable) {
-    let options = SetupOptions {
-        native_ttl: false, // DynamoDB Local would delete items itself; we test our deletes.
-        poll_interval: Duration::from_millis(100),
-        ..SetupOptions::default()
-    };
-    setup::setup(&table.dynamo, &table.name, &layout(), &options)
-        .await
-        .expect("setup");
-}
-
 async fn sweep(
     table: &TestTable,
     mode: DeleteMode,
@@ -308,7 +296,7 @@ async fn one_case(items: &[(TtlShape, ShardShape)], how: u32) -> Result<(), Test
         }
     }
     table.put_many(before).await;
-    set_up(&table).await;
+    crate::support::set_up_index(&table, &layout()).await;
     for item in after {
         let refused = table
             .dynamo
@@ -461,12 +449,8 @@ fn ttl_item(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn items_of_400_kb_and_keys_of_the_largest_size_are_swept_like_any_other() {
-    let table = TestTable::bare_with_key(&[
-        ("pk", ScalarAttributeType::S, KeyType::Hash),
-        ("sk", ScalarAttributeType::S, KeyType::Range),
-    ])
-    .await;
-    set_up(&table).await;
+    let table = TestTable::bare_with_sort_key().await;
+    crate::support::set_up_index(&table, &layout()).await;
     let t = now().as_millis() / 1000;
     // DynamoDB's limits: 400 KB per item (names and values), 2048 bytes of partition key, 1024
     // bytes of sort key.
@@ -518,6 +502,55 @@ fn key_value(t: &ScalarAttributeType, i: usize) -> AttributeValue {
     }
 }
 
+/// One key schema's table: 40 due items and 10 later ones, swept in batch mode, then as many
+/// again in single mode.
+async fn one_key_schema(hash: ScalarAttributeType, range: Option<ScalarAttributeType>) {
+    let mut keys = vec![("pk", hash.clone(), KeyType::Hash)];
+    if let Some(r) = &range {
+        keys.push(("sk", r.clone(), KeyType::Range));
+    }
+    let table = TestTable::bare_with_key(&keys).await;
+    crate::support::set_up_index(&table, &layout()).await;
+    let key = |i: usize| {
+        let mut k = HashMap::from([("pk".to_string(), key_value(&hash, i))]);
+        if let Some(r) = &range {
+            k.insert("sk".to_string(), key_value(r, i + 1000));
+        }
+        k
+    };
+    for (round, mode) in [DeleteMode::Batch, DeleteMode::Single]
+        .into_iter()
+        .enumerate()
+    {
+        let t = now().as_millis() / 1000;
+        let base = round * 100;
+        let mut items = Vec::new();
+        for i in base..base + 40 {
+            items.push(ttl_item(
+                key(i),
+                t - 1 - (i % 30) as i64,
+                (i as u64) % SHARDS,
+            ));
+        }
+        for i in base + 40..base + 50 {
+            items.push(ttl_item(key(i), t + 3600, (i as u64) % SHARDS));
+        }
+        table.put_many(items).await;
+        let report = sweep(&table, mode).await;
+        let what = format!("{hash:?}/{range:?} in {mode:?} mode");
+        assert_eq!((report.deleted, report.errors), (40, 0), "{what}");
+        for i in base..base + 40 {
+            assert!(!exists(&table, &key(i)).await, "{what}: due item {i} left");
+        }
+        for i in base + 40..base + 50 {
+            assert!(
+                exists(&table, &key(i)).await,
+                "{what}: item {i} wrongly deleted"
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_key_type_with_and_without_a_sort_key_in_both_delete_modes() {
     use ScalarAttributeType::{B, N, S};
@@ -529,50 +562,15 @@ async fn every_key_type_with_and_without_a_sort_key_in_both_delete_modes() {
         (N, Some(B)),
         (B, Some(S)),
     ];
+    // Each schema on a table of its own, all at once: the test waits on DynamoDB Local's round
+    // trips, not on a core.
+    let mut schemas_at_once = tokio::task::JoinSet::new();
     for (hash, range) in schemas {
-        let mut keys = vec![("pk", hash.clone(), KeyType::Hash)];
-        if let Some(r) = &range {
-            keys.push(("sk", r.clone(), KeyType::Range));
-        }
-        let table = TestTable::bare_with_key(&keys).await;
-        set_up(&table).await;
-        let key = |i: usize| {
-            let mut k = HashMap::from([("pk".to_string(), key_value(&hash, i))]);
-            if let Some(r) = &range {
-                k.insert("sk".to_string(), key_value(r, i + 1000));
-            }
-            k
-        };
-        for (round, mode) in [DeleteMode::Batch, DeleteMode::Single]
-            .into_iter()
-            .enumerate()
-        {
-            let t = now().as_millis() / 1000;
-            let base = round * 100;
-            let mut items = Vec::new();
-            for i in base..base + 40 {
-                items.push(ttl_item(
-                    key(i),
-                    t - 1 - (i % 30) as i64,
-                    (i as u64) % SHARDS,
-                ));
-            }
-            for i in base + 40..base + 50 {
-                items.push(ttl_item(key(i), t + 3600, (i as u64) % SHARDS));
-            }
-            table.put_many(items).await;
-            let report = sweep(&table, mode).await;
-            let what = format!("{hash:?}/{range:?} in {mode:?} mode");
-            assert_eq!((report.deleted, report.errors), (40, 0), "{what}");
-            for i in base..base + 40 {
-                assert!(!exists(&table, &key(i)).await, "{what}: due item {i} left");
-            }
-            for i in base + 40..base + 50 {
-                assert!(
-                    exists(&table, &key(i)).await,
-                    "{what}: item {i} wrongly deleted"
-                );
-            }
+        schemas_at_once.spawn(one_key_schema(hash, range));
+    }
+    while let Some(done) = schemas_at_once.join_next().await {
+        if let Err(failed) = done {
+            std::panic::resume_unwind(failed.into_panic());
         }
     }
 }

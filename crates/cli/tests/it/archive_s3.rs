@@ -278,7 +278,7 @@ async fn a_bucket_that_cannot_be_used_is_one_line_and_nothing_is_deleted() {
         .arg(temp("spool"))
         .assert()
         .failure();
-    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    let err = crate::support::stderr_of(&out);
     assert!(err.contains("s3://precise-ttl-no-such-bucket/x"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert_eq!(table.count().await, due.len() + 3, "nothing deleted");

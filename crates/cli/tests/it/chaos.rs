@@ -7,13 +7,8 @@
 
 use crate::proxy::{FaultProxy, Faults};
 use crate::support::{TestTable, at, endpoint, item, n, table_with_index};
-use aws_sdk_dynamodb::types::AttributeValue;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// Chaos scenarios run one at a time: several debug-build daemons and DynamoDB Local on two
-/// cores would measure the machine, not the sweeper.
-pub(crate) static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn full() -> bool {
     std::env::var_os("PRECISE_TTL_CHAOS_FULL").is_some()
@@ -85,17 +80,7 @@ fn extender(table: &TestTable, plan: &Plan) -> tokio::task::JoinHandle<()> {
         todo.sort();
         for (when, key) in todo {
             tokio::time::sleep_until(when.into()).await;
-            dynamo
-                .write
-                .update_item()
-                .table_name(&name)
-                .key("pk", AttributeValue::S(key))
-                .update_expression("SET #t = :t")
-                .expression_attribute_names("#t", "ttl")
-                .expression_attribute_values(":t", at(3_600_000))
-                .send()
-                .await
-                .expect("extend");
+            crate::support::set_ttl(&dynamo, &name, &key, at(3_600_000)).await;
         }
     })
 }
@@ -149,7 +134,9 @@ async fn run_many_until_clean(
     outs
 }
 
-async fn verdict(table: &TestTable, plan: &Plan) {
+/// Once the extender is done: every due item gone, every survivor there.
+async fn verdict(table: &TestTable, plan: &Plan, extending: tokio::task::JoinHandle<()>) {
+    extending.await.unwrap();
     let mut left = Vec::new();
     for key in &plan.due {
         if table.get(key).await.is_some() {
@@ -207,7 +194,7 @@ async fn finish(child: Child) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_killed_at_random_moments_and_restarted_loses_nothing() {
-    let _serial = ONE_AT_A_TIME.lock().await;
+    let _heavy = crate::support::shared().await;
     let table = table_with_index().await;
     let rounds = if full() { 20 } else { 4 };
     let plan = plant(&table, 400, 300 * rounds, 300).await;
@@ -220,13 +207,12 @@ async fn a_daemon_killed_at_random_moments_and_restarted_loses_nothing() {
         assert!(!status.success(), "killed");
     }
     run_until_clean(&table, &plan, endpoint(), &[], Duration::from_secs(60)).await;
-    extending.await.unwrap();
-    verdict(&table, &plan).await;
+    verdict(&table, &plan, extending).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_daemons_on_one_table_share_the_work_safely() {
-    let _serial = ONE_AT_A_TIME.lock().await;
+    let _heavy = crate::support::shared().await;
     let table = table_with_index().await;
     let plan = plant(&table, 400, 3000, 300).await;
     let extending = extender(&table, &plan);
@@ -254,8 +240,7 @@ async fn two_daemons_on_one_table_share_the_work_safely() {
     )
     .await;
     let (out_a, out_b) = (&outs[0], &outs[1]);
-    extending.await.unwrap();
-    verdict(&table, &plan).await;
+    verdict(&table, &plan, extending).await;
     let count = |out: &str, what: &str| -> u64 {
         out.split(&format!(" {what} "))
             .nth(1)
@@ -283,7 +268,7 @@ async fn two_daemons_on_one_table_share_the_work_safely() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_rides_out_an_unreachable_store_and_catches_up() {
-    let _serial = ONE_AT_A_TIME.lock().await;
+    let _heavy = crate::support::shared().await;
     let table = table_with_index().await;
     let outage = Duration::from_secs(if full() { 10 } else { 5 });
     let proxy = FaultProxy::start(endpoint()).await;
@@ -314,13 +299,12 @@ async fn the_daemon_rides_out_an_unreachable_store_and_catches_up() {
     .await;
     down.await.unwrap();
     assert!(out.contains("stopped: deleted"), "{out}");
-    extending.await.unwrap();
-    verdict(&table, &plan).await;
+    verdict(&table, &plan, extending).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_percent_throttling_on_the_wire_then_prompt_recovery() {
-    let _serial = ONE_AT_A_TIME.lock().await;
+    let _heavy = crate::support::shared().await;
     let table = table_with_index().await;
     let proxy = FaultProxy::start(endpoint()).await;
 
@@ -382,24 +366,13 @@ async fn twenty_percent_throttling_on_the_wire_then_prompt_recovery() {
         late.is_empty(),
         "items expiring after the faults still there 3 s later: {late:?}\n{out}"
     );
-    extending.await.unwrap();
     // Shown only when the test fails.
     eprintln!("daemon output:\n{out}");
-    verdict(&table, &plan).await;
+    verdict(&table, &plan, extending).await;
+    let counted = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(counted(&proxy.state.injected) > 10, "faults were injected");
     assert!(
-        proxy
-            .state
-            .injected
-            .load(std::sync::atomic::Ordering::Relaxed)
-            > 10,
-        "faults were injected"
-    );
-    assert!(
-        proxy
-            .state
-            .unprocessed_statements
-            .load(std::sync::atomic::Ordering::Relaxed)
-            > 0,
+        counted(&proxy.state.unprocessed_statements) > 0,
         "statements were held back"
     );
     assert!(out.contains("throttled"), "{out}");
@@ -407,7 +380,7 @@ async fn twenty_percent_throttling_on_the_wire_then_prompt_recovery() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn native_ttl_racing_our_deletes_does_no_harm() {
-    let _serial = ONE_AT_A_TIME.lock().await;
+    let _heavy = crate::support::shared().await;
     let table = table_with_index().await;
     table.enable_native_ttl("ttl").await;
     // Expired items on a shard value beyond any the daemon reads (it probes up to 1023): only
@@ -423,8 +396,7 @@ async fn native_ttl_racing_our_deletes_does_no_harm() {
     let plan = plant(&table, 200, 2000, 200).await;
     let extending = extender(&table, &plan);
     run_until_clean(&table, &plan, endpoint(), &[], Duration::from_secs(60)).await;
-    extending.await.unwrap();
-    verdict(&table, &plan).await;
+    verdict(&table, &plan, extending).await;
     // DynamoDB Local's TTL job scans every 10 s, 20 items at a time.
     let started = Instant::now();
     loop {

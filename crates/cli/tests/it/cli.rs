@@ -34,11 +34,7 @@ async fn setup_and_sweep_from_the_command_line() {
         .stdout(predicate::str::contains(
             "deleted 30, skipped (changed) 0, unconfirmed 0, errors 0",
         ));
-    let out = precise_ttl()
-        .args(["sweep", "--table", &table.name, "--json"])
-        .assert()
-        .success();
-    let json: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let json = crate::support::json_report("sweep", &table);
     assert_eq!(json["deleted"], 0);
     assert_eq!(table.count().await, 1);
 }
@@ -129,8 +125,9 @@ fn bad_usage_is_explained() {
 
 /// The SDK's own rendering of a missing credential spans a dozen lines; ours is one.
 /// One error line, and at most one hint line after it.
-fn one_line(stderr: &[u8]) -> String {
-    let text = String::from_utf8_lossy(stderr).to_string();
+/// The standard error of `cmd`, which must exit 1 with one line and at most a hint.
+fn fails_in_one_line(cmd: &mut assert_cmd::Command) -> String {
+    let text = crate::support::stderr_of(&cmd.assert().code(1));
     let lines: Vec<&str> = text.trim_end().lines().collect();
     assert!(lines[0].starts_with("error: "), "{text}");
     assert!(
@@ -154,25 +151,16 @@ fn missing_credentials_or_region_are_one_clear_line_and_a_hint_without_a_network
         cmd
     };
     let started = Instant::now();
-    let out = bare()
-        .env("AWS_REGION", "eu-west-1")
-        .args(["sweep", "--table", "t"])
-        .assert()
-        .code(1)
-        .get_output()
-        .stderr
-        .clone();
-    let text = one_line(&out);
+    let text = fails_in_one_line(
+        bare()
+            .env("AWS_REGION", "eu-west-1")
+            .args(["sweep", "--table", "t"]),
+    );
     assert!(text.contains("no AWS credentials found"), "{text}");
     assert!(text.contains("AWS_PROFILE"), "{text}");
-    let out = bare()
-        .args(["status", "--table", "t"])
-        .assert()
-        .code(1)
-        .get_output()
-        .stderr
-        .clone();
-    assert!(one_line(&out).contains("no AWS region set"));
+    assert!(
+        fails_in_one_line(bare().args(["status", "--table", "t"])).contains("no AWS region set")
+    );
     assert!(started.elapsed() < Duration::from_secs(10));
     let _ = std::fs::remove_dir_all(&home);
 }

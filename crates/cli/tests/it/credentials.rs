@@ -351,12 +351,19 @@ fn with_sso(cmd: &mut assert_cmd::Command, endpoints: &StandIn) {
         .env("AWS_ENDPOINT_URL_SSO", &endpoints.url);
 }
 
-#[test]
-fn an_sso_profile_refreshes_its_expired_token() {
+/// A home with the SSO profile `dev`, the stand-in SSO endpoints (`refreshable`: whether they
+/// refresh its token) and a bare command pointed at them.
+fn sso_command(refreshable: bool) -> (Home, StandIn, assert_cmd::Command) {
     let home = sso_home();
-    let sso = sso_endpoints(true);
+    let sso = sso_endpoints(refreshable);
     let mut cmd = bare(&home);
     with_sso(&mut cmd, &sso);
+    (home, sso, cmd)
+}
+
+#[test]
+fn an_sso_profile_refreshes_its_expired_token() {
+    let (home, sso, mut cmd) = sso_command(true);
     reached_dynamodb(status(cmd.args(["--profile", "dev"])));
     let seen = sso.seen();
     assert!(seen[0].body.contains("refresh-token"), "{seen:?}");
@@ -373,10 +380,7 @@ fn an_sso_profile_refreshes_its_expired_token() {
 
 #[test]
 fn an_sso_session_that_cannot_be_refreshed_says_to_sign_in_again() {
-    let home = sso_home();
-    let sso = sso_endpoints(false);
-    let mut cmd = bare(&home);
-    with_sso(&mut cmd, &sso);
+    let (_home, sso, mut cmd) = sso_command(false);
     let text = credentials_failure(status(cmd.env("AWS_PROFILE", "dev")));
     assert!(text.contains("SSO session"), "{text}");
     assert!(text.contains("aws sso login --profile dev"), "{text}");

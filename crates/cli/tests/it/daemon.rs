@@ -1,7 +1,6 @@
 //! `precise-ttl run` as users run it, against DynamoDB Local.
 
 use crate::support::{TestTable, at, due_items, item, n, precise_ttl, table_with_index};
-use aws_sdk_dynamodb::types::AttributeValue;
 use predicates::prelude::*;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -49,18 +48,7 @@ async fn the_daemon_deletes_backlog_and_expirations_and_spares_an_extended_item(
         .unwrap();
     // One second before its expiry, a writer extends it.
     tokio::time::sleep(Duration::from_millis(2000)).await;
-    table
-        .dynamo
-        .write
-        .update_item()
-        .table_name(&table.name)
-        .key("pk", AttributeValue::S("extended".into()))
-        .update_expression("SET #t = :t")
-        .expression_attribute_names("#t", "ttl")
-        .expression_attribute_values(":t", at(3_600_000))
-        .send()
-        .await
-        .unwrap();
+    crate::support::set_ttl(&table.dynamo, &table.name, "extended", at(3_600_000)).await;
     let out = tokio::task::spawn_blocking(move || child.wait_with_output())
         .await
         .unwrap()
@@ -208,11 +196,7 @@ async fn status_shows_what_is_due_per_shard() {
     table
         .put(item("next", &[("ttl", at(600_000)), ("ttl_shard", n(3))]))
         .await;
-    let out = precise_ttl()
-        .args(["status", "--table", &table.name, "--json"])
-        .assert()
-        .success();
-    let json: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let json = crate::support::json_report("status", &table);
     assert_eq!(json["due"], 7);
     assert_eq!(json["shards"][2]["due"], 7);
     assert!(

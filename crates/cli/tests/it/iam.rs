@@ -14,8 +14,7 @@
 use crate::iam_policy::{Statement, allowing, needs, policy};
 use crate::recorder::{Recorder, Request};
 use crate::support::{
-    TestTable, at, create_bucket, due_items, dynamo, endpoint, item, n, precise_ttl, s3_endpoint,
-    terminate,
+    TestTable, at, create_bucket, due_items, endpoint, item, n, precise_ttl, s3_endpoint, terminate,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -181,18 +180,9 @@ async fn every_command_calls_exactly_what_its_policy_allows() {
     };
     // Control tables of their own: each "create if missing" path runs, and they go at the end.
     let id = format!("{:08x}", fastrand::u32(..));
-    let leases = TestTable {
-        name: format!("precise-ttl-iam-leases-{id}"),
-        dynamo: dynamo(),
-    };
-    let file_checkpoints = TestTable {
-        name: format!("precise-ttl-iam-checkpoints-file-{id}"),
-        dynamo: dynamo(),
-    };
-    let s3_checkpoints = TestTable {
-        name: format!("precise-ttl-iam-checkpoints-s3-{id}"),
-        dynamo: dynamo(),
-    };
+    let leases = TestTable::called(format!("precise-ttl-iam-leases-{id}"));
+    let file_checkpoints = TestTable::called(format!("precise-ttl-iam-checkpoints-file-{id}"));
+    let s3_checkpoints = TestTable::called(format!("precise-ttl-iam-checkpoints-s3-{id}"));
     let bucket = create_bucket(format!("precise-ttl-iam-{id}")).await;
     let prefix = "expiries";
     let s3_url = format!("s3://{bucket}/{prefix}");

@@ -13,7 +13,7 @@
 
 use crate::iam::{Used, fill, temp};
 use crate::recorder::Recorder;
-use crate::support::{TestTable, at, dynamo, endpoint, item, precise_ttl};
+use crate::support::{TestTable, at, endpoint, item, precise_ttl};
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;
 
@@ -28,10 +28,7 @@ const DOCTOR: &str = "doctor-stream-queue-policy.json";
 /// and this guard deletes.
 async fn app_and_queue() -> (TestTable, TestTable) {
     let app = TestTable::bare().await;
-    let queue = TestTable {
-        name: format!("{}-precise-ttl-queue", app.name),
-        dynamo: dynamo(),
-    };
+    let queue = TestTable::called(format!("{}-precise-ttl-queue", app.name));
     (app, queue)
 }
 
@@ -59,14 +56,8 @@ async fn every_stream_queue_command_calls_exactly_what_its_policy_allows() {
     };
     // Control tables of their own: created by the commands below, deleted at the end.
     let id = format!("{:08x}", fastrand::u32(..));
-    let leases = TestTable {
-        name: format!("precise-ttl-iam-q-leases-{id}"),
-        dynamo: dynamo(),
-    };
-    let checkpoints = TestTable {
-        name: format!("precise-ttl-iam-q-checkpoints-{id}"),
-        dynamo: dynamo(),
-    };
+    let leases = TestTable::called(format!("precise-ttl-iam-q-leases-{id}"));
+    let checkpoints = TestTable::called(format!("precise-ttl-iam-q-checkpoints-{id}"));
     let (app, queue) = app_and_queue().await;
     let t = app.name.clone();
     let filled = fill(
@@ -84,16 +75,8 @@ async fn every_stream_queue_command_calls_exactly_what_its_policy_allows() {
     // setup of a bare table: its stream turned on, the queue and lease tables created. Native
     // TTL is left alone here so that `run` below, not DynamoDB Local's own TTL, deletes the
     // items; the second table's setup enables it.
-    let out = cmd("setup", &t)
-        .args(lease_flag)
-        .arg("--no-native-ttl")
-        .assert()
-        .success();
-    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
-    assert!(stdout.contains("turned the table's stream on"), "{stdout}");
-    assert!(
-        stdout.contains("created the expiry queue table"),
-        "{stdout}"
+    crate::queue_cli::made_the_stream_and_the_queue(
+        cmd("setup", &t).args(lease_flag).arg("--no-native-ttl"),
     );
     used.check("setup", &rec.take(), &[SETUP], &filled);
     let (other, other_queue) = app_and_queue().await;
@@ -124,7 +107,7 @@ async fn every_stream_queue_command_calls_exactly_what_its_policy_allows() {
         .assert()
         .success();
     let _ = std::fs::remove_file(&progress);
-    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    let stdout = crate::support::stdout_of(&out);
     assert!(stdout.contains("queue entries written 4"), "{stdout}");
     used.check("backfill", &rec.take(), &[BACKFILL], &filled);
     cmd("sweep", &t).assert().success();
@@ -144,13 +127,13 @@ async fn every_stream_queue_command_calls_exactly_what_its_policy_allows() {
         c
     };
     let out = run(&[]).assert().success();
-    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    let stdout = crate::support::stdout_of(&out);
     assert_eq!(app.count().await, 1, "run deleted every due item: {stdout}");
     used.check("run", &rec.take(), &[RUN], &filled);
     // run deleting one item per DeleteItem, from the checkpoints the first run left.
     app.put_many(due("single", 3)).await;
     let out = run(&["--delete-mode", "single"]).assert().success();
-    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    let stdout = crate::support::stdout_of(&out);
     assert_eq!(app.count().await, 1, "run deleted every due item: {stdout}");
     used.check("run --delete-mode single", &rec.take(), &[RUN], &filled);
 

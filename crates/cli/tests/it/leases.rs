@@ -128,11 +128,13 @@ fn metric(page: &str, name: &str) -> Option<f64> {
 async fn two_run_processes_split_a_table_and_one_takes_over_from_a_killed_one() {
     use crate::support::{at, item, n, table_with_index};
     let table = table_with_index().await;
+    // Items expire from 4 s to 10.4 s after they were written, 100 a second.
+    let written = Instant::now();
     let items: Vec<_> = (0..640)
         .map(|i| {
             item(
                 &format!("k{i}"),
-                &[("ttl", at(4_000 + i * 25)), ("ttl_shard", n(i % 16))],
+                &[("ttl", at(4_000 + i * 10)), ("ttl_shard", n(i % 16))],
             )
         })
         .collect();
@@ -157,11 +159,8 @@ async fn two_run_processes_split_a_table_and_one_takes_over_from_a_killed_one() 
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let out = crate::support::precise_ttl()
-        .args(["status", "--table", &table.name, "--json"])
-        .assert()
-        .success();
-    let status: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let split = Instant::now();
+    let status = crate::support::json_report("status", &table);
     assert_eq!(
         status["workers"],
         serde_json::json!([{"worker": "a", "shards": 8}, {"worker": "b", "shards": 8}]),
@@ -175,8 +174,10 @@ async fn two_run_processes_split_a_table_and_one_takes_over_from_a_killed_one() 
             .all(|s| s["owner"].is_string() && s["lease_age_seconds"].as_f64() < Some(5.0)),
         "{status}"
     );
-    // Items expire from 4 s to 20 s after they were written; kill b half way.
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    // Kill b half way through the expiries, and no sooner than 5 s after the split (a split
+    // slowed by a busy machine still leaves b its share of deletes before it dies).
+    let kill_at = (written + Duration::from_millis(7_200)).max(split + Duration::from_secs(5));
+    tokio::time::sleep_until(kill_at.into()).await;
     let deleted_by = |url: &str| metric(&page(url), "precise_ttl_deleted_total").unwrap_or(0.0);
     let (da, db) = (deleted_by(&a_url), deleted_by(&b_url));
     assert!(

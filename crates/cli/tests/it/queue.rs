@@ -34,6 +34,18 @@ async fn tables(shards: u64) -> (TestTable, TestTable, QueueTable, QueueStore) {
     (app, queue_name, queue, store)
 }
 
+/// [`tables`], the application table's stream on with old images, and a name for the indexer's
+/// checkpoint table.
+async fn tables_with_stream(
+    shards: u64,
+) -> (TestTable, TestTable, QueueTable, QueueStore, TestTable) {
+    let (app, queue_name, queue, store) = tables(shards).await;
+    precise_ttl_ops::setup::enable_old_image_stream(&app.dynamo, &app.name)
+        .await
+        .unwrap();
+    (app, queue_name, queue, store, TestTable::named())
+}
+
 async fn entries(queue: &TestTable) -> usize {
     queue.count().await
 }
@@ -172,11 +184,7 @@ fn indexer_options(shards: ShardCount, checkpoints: &TestTable) -> IndexerOption
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_indexer_writes_an_entry_per_new_ttl_and_none_for_a_touch_across_a_restart() {
     let shards = ShardCount::new(4).unwrap();
-    let (app, queue_table, queue, _store) = tables(4).await;
-    let checkpoints = TestTable::named();
-    precise_ttl_ops::setup::enable_old_image_stream(&app.dynamo, &app.name)
-        .await
-        .unwrap();
+    let (app, queue_table, queue, _store, checkpoints) = tables_with_stream(4).await;
     let later = at(3_600_000);
     app.put(item("a", &[("ttl", later.clone())])).await;
     app.put(item("b", &[("ttl", later.clone())])).await;
@@ -219,11 +227,7 @@ async fn the_indexer_writes_an_entry_per_new_ttl_and_none_for_a_touch_across_a_r
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writers_set_only_the_ttl_and_the_item_goes_at_its_expiry() {
     let shards = ShardCount::new(2).unwrap();
-    let (app, queue_table, queue, store) = tables(2).await;
-    let checkpoints = TestTable::named();
-    precise_ttl_ops::setup::enable_old_image_stream(&app.dynamo, &app.name)
-        .await
-        .unwrap();
+    let (app, queue_table, queue, store, checkpoints) = tables_with_stream(2).await;
     let indexer = Indexer::open(
         &app.dynamo,
         &app.name,

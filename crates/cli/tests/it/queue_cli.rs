@@ -2,7 +2,7 @@
 //! indexer and daemon in one process, with leases), `status` and `doctor` on a table whose
 //! writers set only the TTL, against DynamoDB Local.
 
-use crate::support::{TestTable, at, item, n, precise_ttl, s};
+use crate::support::{TestTable, at, item, n, precise_ttl, s, stderr_of, stdout_of};
 use aws_sdk_dynamodb::types::AttributeValue;
 
 /// `precise-ttl <command> --table <app> --index-layout stream-queue ...` with the test's tables.
@@ -67,6 +67,18 @@ async fn set_up() -> (TestTable, TestTable, TestTable, TestTable) {
     (app, queue, leases, checkpoints)
 }
 
+/// Runs `setup` of a bare table on the stream-queue layout: it must succeed and say that it
+/// turned the table's stream on and created the queue table.
+pub(crate) fn made_the_stream_and_the_queue(setup: &mut assert_cmd::Command) {
+    let out = setup.assert().success();
+    let stdout = stdout_of(&out);
+    assert!(stdout.contains("turned the table's stream on"), "{stdout}");
+    assert!(
+        stdout.contains("created the expiry queue table"),
+        "{stdout}"
+    );
+}
+
 /// Waits for a background `run`; its standard output, once it has succeeded.
 async fn succeeded(child: std::process::Child) -> String {
     let out = tokio::task::spawn_blocking(move || child.wait_with_output())
@@ -82,6 +94,45 @@ async fn succeeded(child: std::process::Child) -> String {
     stdout
 }
 
+/// Stops background runs with SIGTERM once `done` holds (read every 200 ms), or lets them end
+/// by their own `--for` when it never does; their standard outputs, once each exited cleanly.
+/// The tests wait for what they check rather than for a fixed run.
+async fn stopped_once(
+    children: Vec<std::process::Child>,
+    done: impl AsyncFn() -> bool,
+) -> Vec<String> {
+    let started = std::time::Instant::now();
+    while !done().await && started.elapsed() < std::time::Duration::from_secs(60) {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let mut outs = Vec::new();
+    for child in children {
+        crate::support::terminate(&child);
+        outs.push(succeeded(child).await);
+    }
+    outs
+}
+
+/// How many stream buckets the indexer has leases for in `leases`, and who holds them.
+async fn indexer_owners(
+    app: &TestTable,
+    leases: &TestTable,
+) -> (usize, std::collections::BTreeSet<String>) {
+    let all = precise_ttl_dynamodb::LeaseTable::open(
+        app.dynamo.clone(),
+        &leases.name,
+        &app.name,
+        "#stream-indexer",
+    )
+    .await
+    .unwrap()
+    .all()
+    .await
+    .unwrap();
+    let owners = all.iter().filter_map(|l| l.record.owner.clone()).collect();
+    (all.len(), owners)
+}
+
 /// An UpdateItem of `pk` with `expression` on `#a`, the attribute `attribute` (`:v` its value).
 async fn update(
     app: &TestTable,
@@ -90,11 +141,7 @@ async fn update(
     expression: &str,
     value: Option<AttributeValue>,
 ) {
-    app.dynamo
-        .write
-        .update_item()
-        .table_name(&app.name)
-        .key("pk", s(pk))
+    app.update(pk)
         .update_expression(expression)
         .expression_attribute_names("#a", attribute)
         .set_expression_attribute_values(value.map(|v| [(":v".to_string(), v)].into()))
@@ -112,15 +159,8 @@ async fn a_table_is_adopted_without_changing_its_writers() {
     app.put(item("old-later", &[("ttl", at(3_600_000))])).await;
 
     let lease_flag = ["--lease-table", leases.name.as_str()];
-    let out = queue_cmd("setup", &app, &queue, &lease_flag)
-        .arg("--no-native-ttl")
-        .assert()
-        .success();
-    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
-    assert!(stdout.contains("turned the table's stream on"), "{stdout}");
-    assert!(
-        stdout.contains("created the expiry queue table"),
-        "{stdout}"
+    made_the_stream_and_the_queue(
+        queue_cmd("setup", &app, &queue, &lease_flag).arg("--no-native-ttl"),
     );
     let again = queue_cmd("setup", &app, &queue, &lease_flag)
         .arg("--no-native-ttl")
@@ -137,7 +177,7 @@ async fn a_table_is_adopted_without_changing_its_writers() {
     )
     .assert()
     .success();
-    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    let stdout = stdout_of(&out);
     assert!(stdout.contains("queue entries written 2"), "{stdout}");
 
     // Writers set only the TTL: due soon; extended; TTL removed; a String TTL; later; touched
@@ -158,7 +198,7 @@ async fn a_table_is_adopted_without_changing_its_writers() {
         .args(["--for", "9s", "--poll-interval", "200ms"])
         .assert()
         .success();
-    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    let stdout = stdout_of(&out);
     // soon, extended twice, removed's first TTL, later, touched (once: its TTL did not change).
     assert!(stdout.contains("indexer: entries written 6"), "{stdout}");
     assert!(
@@ -188,7 +228,7 @@ async fn a_table_is_adopted_without_changing_its_writers() {
         .args(checkpoint_flag)
         .assert()
         .success();
-    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    let stdout = stdout_of(&out);
     assert!(stdout.contains("expiry queue"), "{stdout}");
     assert!(stdout.contains("indexer caught up"), "{stdout}");
     // The run released its leases on the way out.
@@ -197,7 +237,7 @@ async fn a_table_is_adopted_without_changing_its_writers() {
         "{stdout}"
     );
     let out = queue_cmd("doctor", &app, &queue, &checkpoint_flag).assert();
-    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    let stdout = stdout_of(&out);
     assert!(
         stdout.contains("of 4 queue entries read, 4 have their item"),
         "{stdout}"
@@ -215,7 +255,7 @@ async fn a_stream_without_new_images_stops_setup_with_what_to_do() {
     let out = queue_cmd("setup", &app, &queue, &["--no-native-ttl"])
         .assert()
         .failure();
-    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    let stderr = stderr_of(&out);
     assert!(stderr.contains("KEYS_ONLY"), "{stderr}");
     assert!(
         stderr.contains("StreamViewType=NEW_AND_OLD_IMAGES"),
@@ -240,24 +280,17 @@ async fn a_fleet_splits_the_indexers_leases_and_indexes_each_change_once() {
     };
     let (a, b) = (worker("a"), worker("b"));
     // Both hold some of the indexer's 16 buckets once the leases have settled.
-    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
-    let indexer_leases = precise_ttl_dynamodb::LeaseTable::open(
-        app.dynamo.clone(),
-        &leases.name,
-        &app.name,
-        "#stream-indexer",
-    )
-    .await
-    .unwrap()
-    .all()
-    .await
-    .unwrap();
-    let owners: std::collections::BTreeSet<_> = indexer_leases
-        .iter()
-        .filter_map(|l| l.record.owner.clone())
-        .collect();
-    assert_eq!(indexer_leases.len(), 16);
-    assert_eq!(owners, ["a".to_string(), "b".to_string()].into());
+    let both: std::collections::BTreeSet<_> = ["a".to_string(), "b".to_string()].into();
+    let started = std::time::Instant::now();
+    let (buckets, owners) = loop {
+        let (buckets, owners) = indexer_owners(&app, &leases).await;
+        if (buckets == 16 && owners == both) || started.elapsed().as_secs() >= 10 {
+            break (buckets, owners);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert_eq!(buckets, 16);
+    assert_eq!(owners, both);
     for i in 0..40 {
         app.put(item(&format!("due-{i}"), &[("ttl", at(2_000))]))
             .await;
@@ -266,9 +299,13 @@ async fn a_fleet_splits_the_indexers_leases_and_indexes_each_change_once() {
         app.put(item(&format!("later-{i}"), &[("ttl", at(3_600_000))]))
             .await;
     }
+    // Stopped once every due item and its entry are gone (the runs' `--for` bounds the wait).
+    let outs = stopped_once(vec![a, b], async || {
+        app.count().await == 10 && queue.count().await == 10
+    })
+    .await;
     let mut written = 0;
-    for child in [a, b] {
-        let stdout = succeeded(child).await;
+    for stdout in outs {
         let line = stdout
             .lines()
             .find_map(|l| l.strip_prefix("indexer: entries written "))
@@ -289,9 +326,16 @@ async fn a_fleet_splits_the_indexers_leases_and_indexes_each_change_once() {
 async fn items_due_before_their_entry_exists_go_once_it_is_read() {
     let (app, queue, leases, checkpoints) = set_up().await;
     let child = spawn_run(&app, &queue, &checkpoints, &leases, &["--for", "25s"]);
-    // Written while the daemon runs, each already due (long ago, a minute ago, just now) or due
-    // sooner than the indexer can write its entry.
-    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    // Written while the daemon runs (its indexer holds the stream's buckets), each already due
+    // (long ago, a minute ago, just now) or due sooner than the indexer can write its entry.
+    let started = std::time::Instant::now();
+    while indexer_owners(&app, &leases).await.1.is_empty() {
+        assert!(
+            started.elapsed().as_secs() < 20,
+            "the run never took its leases"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     for (i, offset) in [-86_400_000, -60_000, -5_000, -1_000, 0, 100, 300]
         .iter()
         .enumerate()
@@ -301,7 +345,16 @@ async fn items_due_before_their_entry_exists_go_once_it_is_read() {
                 .await;
         }
     }
-    let stdout = succeeded(child).await;
+    // Stopped once both tables are empty, and a second later: nothing may come back.
+    let empty = async || app.count().await == 0 && queue.count().await == 0;
+    let stdout = stopped_once(vec![child], async || {
+        empty().await && {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            empty().await
+        }
+    })
+    .await
+    .remove(0);
     assert_eq!(app.count().await, 0, "{stdout}");
     assert_eq!(queue.count().await, 0, "{stdout}");
 }

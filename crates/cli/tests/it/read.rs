@@ -2,7 +2,7 @@
 //! check agree with native TTL on every shape of TTL, and keep the caller's own filter intact.
 
 use crate::support::{TestTable, at, item, n, now, s};
-use aws_sdk_dynamodb::types::{AttributeValue, KeyType, ScalarAttributeType};
+use aws_sdk_dynamodb::types::AttributeValue;
 use precise_ttl_core::Timestamp;
 use precise_ttl_read::{hide_expired_query, hide_expired_scan, is_expired};
 use std::collections::{BTreeSet, HashMap};
@@ -109,11 +109,7 @@ async fn scan_and_get_item_hide_exactly_the_items_native_ttl_counts_as_expired()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn query_keeps_the_callers_key_condition_filter_and_placeholders() {
-    let table = TestTable::bare_with_key(&[
-        ("pk", ScalarAttributeType::S, KeyType::Hash),
-        ("sk", ScalarAttributeType::S, KeyType::Range),
-    ])
-    .await;
+    let table = TestTable::bare_with_sort_key().await;
     let (shapes, live) = ttl_shapes(now());
     let mut items = Vec::new();
     for pk in ["user-1", "user-2"] {

@@ -42,7 +42,7 @@ pub(crate) async fn present(table: &crate::support::TestTable) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deletions_resume_within_two_seconds_of_the_store_returning_after_an_outage_and_a_restart()
 {
-    let _alone = crate::chaos::ONE_AT_A_TIME.lock().await;
+    let _heavy = crate::support::shared().await;
     let table = table_with_index().await;
     // Due every 50 ms from 2 s to 18 s from now; the outage runs from 3 s to 13 s.
     let mut due: HashMap<String, i64> = HashMap::new();

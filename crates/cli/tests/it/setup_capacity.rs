@@ -136,19 +136,19 @@ async fn setup_on_a_provisioned_table_stops_until_the_index_capacity_is_chosen()
     assert_eq!(zero.status.code(), Some(2), "{}", text(&zero.stderr));
     assert_eq!(index_capacity(&table).await, None);
 
-    let chosen = setup(
-        &table.name,
-        &[
-            "--lease-table",
-            &leases,
-            "--index-read-capacity",
-            "3",
-            "--index-write-capacity",
-            "7",
-        ],
-    );
-    let stdout = text(&chosen.stdout);
-    assert!(chosen.status.success(), "{}", text(&chosen.stderr));
+    // `setup` with the index capacity given; it must succeed: what it printed.
+    let with_capacity = |read: &str, write: &str| {
+        let out = setup(
+            &table.name,
+            &["--lease-table", &leases, "--index-read-capacity", read]
+                .into_iter()
+                .chain(["--index-write-capacity", write])
+                .collect::<Vec<_>>(),
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let stdout = with_capacity("3", "7");
     assert_eq!(index_capacity(&table).await, Some((3, 7)));
     let plan: Vec<&str> = stdout.lines().take(2).collect();
     assert!(
@@ -177,19 +177,7 @@ async fn setup_on_a_provisioned_table_stops_until_the_index_capacity_is_chosen()
     let again = setup(&table.name, &["--lease-table", &leases]);
     assert!(again.status.success(), "{}", text(&again.stderr));
     assert!(text(&again.stdout).contains("nothing changed"));
-    let other = setup(
-        &table.name,
-        &[
-            "--lease-table",
-            &leases,
-            "--index-read-capacity",
-            "50",
-            "--index-write-capacity",
-            "50",
-        ],
-    );
-    let stdout = text(&other.stdout);
-    assert!(other.status.success(), "{}", text(&other.stderr));
+    let stdout = with_capacity("50", "50");
     assert!(
         stdout.contains("exists with 3 read and 7 write units/s; setup leaves it as it is"),
         "{stdout}"

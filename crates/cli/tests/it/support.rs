@@ -1,6 +1,7 @@
-//! Shared test bed: the DynamoDB Local instance (and the local S3 server), table guards and
-//! their reads, item writers and the usual loads, hand-made table schemas, the commands the
-//! tests start, and (in `local_proxy`) what the fault proxy and the recorder are built on.
+//! Shared test bed: the DynamoDB Local instance, table guards and their reads, item writers and
+//! the usual loads, hand-made table schemas, the commands the tests start and what they print;
+//! in submodules, the local S3 server (`s3`), which heavy tests may run at once (`heavy`) and
+//! what the fault proxy and the recorder are built on (`local_proxy`).
 
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
@@ -14,8 +15,14 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+mod heavy;
 mod local_proxy;
+mod s3;
+#[cfg(feature = "bench")]
+pub use heavy::alone;
+pub use heavy::{shared, shared_blocking};
 pub use local_proxy::{LocalProxy, Serves};
+pub use s3::{create_bucket, s3, s3_endpoint};
 
 pub const ENDPOINT_ENV: &str = "PRECISE_TTL_TEST_ENDPOINT";
 
@@ -105,6 +112,20 @@ pub fn layout(shards: u64) -> TtlLayout {
     }
 }
 
+/// Makes `table`'s expiry index for `layout` with the library's `setup`, native TTL left off
+/// (DynamoDB Local would delete items itself; the tests check our deletes), the index polled for
+/// every 100 ms.
+pub async fn set_up_index(table: &TestTable, layout: &TtlLayout) {
+    let options = precise_ttl_ops::SetupOptions {
+        native_ttl: false,
+        poll_interval: Duration::from_millis(100),
+        ..precise_ttl_ops::SetupOptions::default()
+    };
+    precise_ttl_ops::setup::setup(&table.dynamo, &table.name, layout, &options)
+        .await
+        .expect("setup");
+}
+
 /// A table with a random name, deleted when dropped.
 pub struct TestTable {
     pub name: String,
@@ -115,6 +136,15 @@ impl TestTable {
     /// A bare table keyed by `pk` (S), without the expiry index.
     pub async fn bare() -> TestTable {
         Self::bare_with_key(&[("pk", ScalarAttributeType::S, KeyType::Hash)]).await
+    }
+
+    /// A bare table keyed by `pk` and `sk` (both S), without the expiry index.
+    pub async fn bare_with_sort_key() -> TestTable {
+        Self::bare_with_key(&[
+            ("pk", ScalarAttributeType::S, KeyType::Hash),
+            ("sk", ScalarAttributeType::S, KeyType::Range),
+        ])
+        .await
     }
 
     pub async fn bare_with_key(keys: &[(&str, ScalarAttributeType, KeyType)]) -> TestTable {
@@ -136,8 +166,13 @@ impl TestTable {
 
     /// A name only, for tests that let `setup --create-table` make it.
     pub fn named() -> TestTable {
+        TestTable::called(format!("precise-ttl-test-{:016x}", fastrand::u64(..)))
+    }
+
+    /// The table `name`, made by the test's commands (leases, checkpoints) or by the test.
+    pub fn called(name: String) -> TestTable {
         TestTable {
-            name: format!("precise-ttl-test-{:016x}", fastrand::u64(..)),
+            name,
             dynamo: dynamo(),
         }
     }
@@ -184,29 +219,45 @@ impl TestTable {
             .expect("put item");
     }
 
+    /// Writes `items` in batches of 25, four batches in flight: planting tens of thousands of
+    /// items waits on round trips, not on DynamoDB Local's one writer.
     pub async fn put_many(&self, items: Vec<HashMap<String, AttributeValue>>) {
-        for chunk in items.chunks(25) {
-            let requests: Vec<_> = chunk
-                .iter()
-                .map(|i| {
-                    WriteRequest::builder()
-                        .put_request(
-                            PutRequest::builder()
-                                .set_item(Some(i.clone()))
-                                .build()
-                                .unwrap(),
-                        )
-                        .build()
-                })
-                .collect();
-            self.dynamo
-                .write
-                .batch_write_item()
-                .request_items(&self.name, requests)
-                .send()
-                .await
-                .expect("batch write");
+        const IN_FLIGHT: usize = 4;
+        for window in items.chunks(25 * IN_FLIGHT) {
+            let mut batches = tokio::task::JoinSet::new();
+            for chunk in window.chunks(25) {
+                let requests: Vec<_> = chunk
+                    .iter()
+                    .map(|i| {
+                        WriteRequest::builder()
+                            .put_request(
+                                PutRequest::builder()
+                                    .set_item(Some(i.clone()))
+                                    .build()
+                                    .unwrap(),
+                            )
+                            .build()
+                    })
+                    .collect();
+                let batch = self
+                    .dynamo
+                    .write
+                    .batch_write_item()
+                    .request_items(&self.name, requests);
+                batches.spawn(batch.send());
+            }
+            while let Some(sent) = batches.join_next().await {
+                sent.expect("a batch write's task").expect("batch write");
+            }
         }
+    }
+
+    /// An UpdateItem of the item `pk`, for the test to shape and send.
+    pub fn update(
+        &self,
+        pk: &str,
+    ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        update_item(&self.dynamo, &self.name, pk)
     }
 
     /// Deletes the item `pk`, as an application does (not an expiry).
@@ -355,6 +406,30 @@ pub async fn delete_table_if_any(dynamo: &Dynamo, name: &str) {
     let _ = dynamo.query.delete_table().table_name(name).send().await;
 }
 
+/// An UpdateItem of the item `pk` of `table`, for the test to shape and send.
+pub fn update_item(
+    dynamo: &Dynamo,
+    table: &str,
+    pk: &str,
+) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+    dynamo
+        .write
+        .update_item()
+        .table_name(table)
+        .key("pk", s(pk))
+}
+
+/// Sets the TTL of the item `pk` of `table` to `ttl`, as a writer extending it does.
+pub async fn set_ttl(dynamo: &Dynamo, table: &str, pk: &str, ttl: AttributeValue) {
+    update_item(dynamo, table, pk)
+        .update_expression("SET #t = :t")
+        .expression_attribute_names("#t", "ttl")
+        .expression_attribute_values(":t", ttl)
+        .send()
+        .await
+        .expect("set the TTL");
+}
+
 /// Items `{prefix}-{i}` for each `i` of `range`, each due `offset_ms(i)` from now on shard
 /// `i % 16`: the load of most tests, for [`TestTable::put_many`].
 pub fn due_items(
@@ -470,6 +545,31 @@ pub fn precise_ttl() -> assert_cmd::Command {
     cmd
 }
 
+/// What a finished command wrote on standard output, as text.
+pub fn stdout_of(out: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8_lossy(&out.get_output().stdout).into_owned()
+}
+
+/// What a finished command wrote on standard error, as text.
+pub fn stderr_of(out: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8_lossy(&out.get_output().stderr).into_owned()
+}
+
+/// A finished command's standard output, read as one JSON value (`--json`).
+pub fn json_of(out: &assert_cmd::assert::Assert) -> serde_json::Value {
+    serde_json::from_slice(&out.get_output().stdout).expect("JSON on standard output")
+}
+
+/// `precise-ttl <command> --table <table> --json`, which must succeed: its JSON report.
+pub fn json_report(command: &str, table: &TestTable) -> serde_json::Value {
+    json_of(
+        &precise_ttl()
+            .args([command, "--table", &table.name, "--json"])
+            .assert()
+            .success(),
+    )
+}
+
 /// `precise-ttl archive` of `table`'s stream on the shared DynamoDB Local, checkpointed in
 /// `checkpoints` and polling every 200 ms: the tests add where it writes and what its output
 /// goes to.
@@ -568,68 +668,4 @@ pub fn artifact(name: &str, test: &str, figures: serde_json::Value) {
     std::fs::create_dir_all(&dir).expect("artifact folder");
     std::fs::write(&path, serde_json::to_string_pretty(&json).unwrap() + "\n")
         .expect("write the artifact");
-}
-
-/// The endpoint of a local S3-compatible server (moto, `scripts/s3-local`), started once for this
-/// test binary; it stops when our end of its stdin pipe closes at exit.
-pub fn s3_endpoint() -> &'static str {
-    static ENDPOINT: OnceLock<String> = OnceLock::new();
-    static SERVER: OnceLock<std::sync::Mutex<std::process::Child>> = OnceLock::new();
-    ENDPOINT.get_or_init(|| {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let script =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/s3-local");
-        let child = std::process::Command::new(script)
-            .args(["serve", &port.to_string()])
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .expect("scripts/s3-local starts");
-        let server = SERVER.get_or_init(|| std::sync::Mutex::new(child));
-        let url = format!("http://127.0.0.1:{port}");
-        let started = std::time::Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Ok(Some(status)) = server.lock().unwrap().try_wait() {
-                panic!("scripts/s3-local serve exited ({status}) before serving");
-            }
-            assert!(
-                started.elapsed() < std::time::Duration::from_secs(120),
-                "the local S3 server did not start on {url}"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        url
-    })
-}
-
-/// A client of the local S3 server, with fixed credentials (moto takes any) whatever the test
-/// runner's environment chose: no AWS_PROFILE of the developer's may be read here.
-pub async fn s3() -> aws_sdk_s3::Client {
-    let config = aws_sdk_s3::config::Builder::new()
-        .behavior_version(precise_ttl_archive::aws::behavior_version())
-        .region(aws_sdk_s3::config::Region::new("us-east-1"))
-        .endpoint_url(s3_endpoint())
-        .force_path_style(true)
-        .credentials_provider(aws_sdk_s3::config::Credentials::new(
-            "precise-ttl-local",
-            "precise-ttl-local",
-            None,
-            None,
-            "precise-ttl-local",
-        ))
-        .build();
-    aws_sdk_s3::Client::from_conf(config)
-}
-
-/// Creates the bucket `name` on the local S3 server and gives its name back.
-pub async fn create_bucket(name: String) -> String {
-    s3().await
-        .create_bucket()
-        .bucket(&name)
-        .send()
-        .await
-        .expect("create bucket");
-    name
 }

@@ -9,18 +9,6 @@ use precise_ttl_engine::{
 };
 use precise_ttl_ops::{SetupOptions, setup};
 use std::sync::Arc;
-use std::time::Duration;
-
-async fn set_up(table: &TestTable, layout: &TtlLayout) {
-    let options = SetupOptions {
-        native_ttl: false, // DynamoDB Local would delete items itself; we test our deletes.
-        poll_interval: Duration::from_millis(100),
-        ..SetupOptions::default()
-    };
-    setup::setup(&table.dynamo, &table.name, layout, &options)
-        .await
-        .expect("setup");
-}
 
 fn sweeper<S: ExpiryStore<Partition = Shard>>(
     store: S,
@@ -38,7 +26,7 @@ fn sweeper<S: ExpiryStore<Partition = Shard>>(
 async fn deletes_more_than_a_megabyte_of_due_items_in_one_shard_over_several_pages() {
     let table = TestTable::bare().await;
     let layout = layout(1);
-    set_up(&table, &layout).await;
+    crate::support::set_up_index(&table, &layout).await;
     // Long keys make every index entry about 2 KB, so the 1 MB page limit of Query splits the
     // shard into several pages whatever page size we ask for.
     let t = now().as_millis() / 1000;
@@ -118,17 +106,7 @@ impl ExpiryStore for ExtendAfterQuery {
             };
             if pk.starts_with("extended") {
                 let later = now().as_millis() / 1000 + 3600;
-                self.dynamo
-                    .write
-                    .update_item()
-                    .table_name(&self.table)
-                    .key("pk", s(pk))
-                    .update_expression("SET #t = :t")
-                    .expression_attribute_names("#t", "ttl")
-                    .expression_attribute_values(":t", n(later))
-                    .send()
-                    .await
-                    .expect("extend");
+                crate::support::set_ttl(&self.dynamo, &self.table, pk, n(later)).await;
             }
         }
         Ok(page)
@@ -147,7 +125,7 @@ impl ExpiryStore for ExtendAfterQuery {
 async fn an_item_extended_between_query_and_delete_survives() {
     let table = TestTable::bare().await;
     let layout = layout(2);
-    set_up(&table, &layout).await;
+    crate::support::set_up_index(&table, &layout).await;
     let t = now().as_millis() / 1000 - 5;
     table
         .put(item("extended-1", &[("ttl", n(t)), ("ttl_shard", n(0))]))
@@ -192,7 +170,7 @@ async fn malformed_missing_too_old_and_future_ttls_survive() {
             &[("ttl", s(&(t - 10).to_string())), ("ttl_shard", n(0))],
         ))
         .await;
-    set_up(&table, &layout).await;
+    crate::support::set_up_index(&table, &layout).await;
     let survivors = vec![
         item(
             "millis-ttl",
@@ -280,7 +258,7 @@ async fn the_delete_condition_protects_items_the_index_still_lists() {
     // was extended or turned into a String. The delete itself must refuse.
     let table = TestTable::bare().await;
     let layout = layout(1);
-    set_up(&table, &layout).await;
+    crate::support::set_up_index(&table, &layout).await;
     let t = now().as_millis() / 1000;
     table
         .put(item("gone", &[("ttl", n(t - 1)), ("ttl_shard", n(0))]))

@@ -47,7 +47,16 @@ fn one_line_exit_2(args: &[&str], says: &str) {
 /// `command --help`, which must succeed.
 fn help_of(command: &str) -> String {
     let help = bare().args([command, "--help"]).assert().success();
-    String::from_utf8_lossy(&help.get_output().stdout).into_owned()
+    crate::support::stdout_of(&help)
+}
+
+/// `command --help` names each of `wanted` (flags or headings); the help, for more checks.
+fn help_names(command: &str, wanted: &[&str]) -> String {
+    let help = help_of(command);
+    for name in wanted {
+        assert!(help.contains(name), "{name}: {help}");
+    }
+    help
 }
 
 #[test]
@@ -110,16 +119,16 @@ fn flags_that_contradict_each_other_are_bad_usage() {
 
 #[test]
 fn archive_s_flags_are_its_own_and_its_former_names_still_work() {
-    let help = help_of("archive");
-    for flag in [
-        "--archive-to",
-        "--archive-poll-interval",
-        "--archive-checkpoint-table",
-        "--archive-metrics-addr",
-        "--archive-unhealthy-after",
-    ] {
-        assert!(help.contains(flag), "{flag}: {help}");
-    }
+    help_names(
+        "archive",
+        &[
+            "--archive-to",
+            "--archive-poll-interval",
+            "--archive-checkpoint-table",
+            "--archive-metrics-addr",
+            "--archive-unhealthy-after",
+        ],
+    );
     // The former names reach the same flags: the same minimum refuses the same value.
     for (to, poll_interval) in [
         ("--to", "--poll-interval"),
@@ -132,19 +141,19 @@ fn archive_s_flags_are_its_own_and_its_former_names_still_work() {
 
 #[test]
 fn run_s_help_groups_its_flags_by_concern() {
-    let help = help_of("run");
-    for heading in [
-        "Table and index:",
-        "Reading the index:",
-        "Deletes:",
-        "Backlog budget:",
-        "Fleet (shard leases):",
-        "Expiry records (archive):",
-        "Metrics and health:",
-        "AWS connection:",
-    ] {
-        assert!(help.contains(heading), "{heading}: {help}");
-    }
+    help_names(
+        "run",
+        &[
+            "Table and index:",
+            "Reading the index:",
+            "Deletes:",
+            "Backlog budget:",
+            "Fleet (shard leases):",
+            "Expiry records (archive):",
+            "Metrics and health:",
+            "AWS connection:",
+        ],
+    );
 }
 
 /// Standard error here is a pipe: the lines must be plain text a log collector can read.
