@@ -8,7 +8,6 @@ use aws_sdk_dynamodb::types::{AttributeValue, KeyType, ScalarAttributeType};
 use precise_ttl_core::{DueWindow, TtlLayout};
 use precise_ttl_dynamodb::{DeleteMode, DynamoStore, ItemKey};
 use precise_ttl_engine::{DeleteOutcome, ExpiryStore, SweepConfig, Sweeper, SystemClock};
-use precise_ttl_ops::{SetupOptions, setup};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use std::collections::HashMap;

@@ -7,7 +7,6 @@ use precise_ttl_dynamodb::{DynamoStore, ItemKey};
 use precise_ttl_engine::{
     DeleteOutcome, DuePage, ExpiryStore, StoreError, SweepConfig, Sweeper, SystemClock,
 };
-use precise_ttl_ops::{SetupOptions, setup};
 use std::sync::Arc;
 
 fn sweeper<S: ExpiryStore<Partition = Shard>>(

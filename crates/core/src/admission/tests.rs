@@ -342,7 +342,7 @@ fn the_partitions_rate_holds_back_retries_not_first_attempts() {
         a.answered(t(now), answer(class, &items, vec![]));
     }
     assert_eq!(first, 40, "every first attempt at its instant");
-    assert!(a.len() > 0, "retries still held back ({retries} went)");
+    assert!(!a.is_empty(), "retries still held back ({retries} went)");
 }
 
 /// Sends everything admission lets go between `from` and `to` (ms), answering each request
