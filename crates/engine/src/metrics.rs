@@ -39,8 +39,11 @@ pub const CONCURRENCY_LIMIT: &str = "precise_ttl_concurrency_limit";
 /// `index_partition`, `index` or `unknown` (DynamoDB's `ThrottlingReasons`).
 pub const THROTTLED_BY_SCOPE: &str = "precise_ttl_throttled_deletes_total";
 /// The table's send rate (items/s) while engaged (a large share of deletes refused by the
-/// table or its partitions); 0 when not engaged.
+/// whole table or index); 0 when not engaged.
 pub const TABLE_RATE_LIMIT: &str = "precise_ttl_table_rate_limit";
+/// The rate refused items are sent again at (items/s) while table partitions' refusals engage
+/// it (half of what is sent refused); 0 when not engaged. First attempts never wait for it.
+pub const RETRY_RATE_LIMIT: &str = "precise_ttl_retry_rate_limit";
 /// The backlog's send rate (items/s) under its budget (a share of the table's write capacity,
 /// cut by refusals); 0 without a budget.
 pub const BACKLOG_RATE_LIMIT: &str = "precise_ttl_backlog_rate_limit";
@@ -155,6 +158,7 @@ pub fn describe() {
     }
     metrics::gauge!(LANES_LIMITED).set(0.0);
     metrics::gauge!(TABLE_RATE_LIMIT).set(0.0);
+    metrics::gauge!(RETRY_RATE_LIMIT).set(0.0);
     metrics::gauge!(BACKLOG_RATE_LIMIT).set(0.0);
     for op in crate::capacity_rate::OPS {
         metrics::counter!(CAPACITY_UNITS, "op" => op).increment(0);
@@ -238,7 +242,11 @@ pub fn describe() {
     );
     describe_gauge!(
         TABLE_RATE_LIMIT,
-        "The table's send rate in items/s while refusals engage it (0: not engaged)"
+        "The table's send rate in items/s while whole-table refusals engage it (0: not engaged)"
+    );
+    describe_gauge!(
+        RETRY_RATE_LIMIT,
+        "The rate refused items go again in items/s while table partitions' refusals engage it (0: not engaged)"
     );
     describe_gauge!(
         CAPACITY_UNITS_PER_SECOND,

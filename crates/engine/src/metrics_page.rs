@@ -30,6 +30,8 @@ pub struct Admission {
     pub concurrency_limit: Option<f64>,
     /// `precise_ttl_table_rate_limit`: items/s, 0 while not engaged.
     pub table_rate_limit: Option<f64>,
+    /// `precise_ttl_retry_rate_limit`: items/s, 0 while not engaged.
+    pub retry_rate_limit: Option<f64>,
     /// `precise_ttl_shards_limited`: shards sending under a limit of their own.
     pub shards_limited: Option<f64>,
     /// `precise_ttl_backlog_rate_limit`: the backlog's budget now, items/s (0: none).
@@ -94,6 +96,14 @@ impl Admission {
                 }))
             ),
         ];
+        // Workers before the retries' own rate do not publish it: no line then.
+        if let Some(rate) = self.retry_rate_limit {
+            lines.push(if rate > 0.0 {
+                format!("retry rate: {} items/s", number(rate))
+            } else {
+                "retry rate: not engaged".into()
+            });
+        }
         // Workers before the budget do not publish it: no line rather than "not published".
         if let Some(rate) = self.backlog_rate_limit {
             lines.push(if rate > 0.0 {
@@ -187,6 +197,7 @@ impl Admission {
             "concurrency_limit": self.concurrency_limit,
             "table_rate_limit": self.table_rate_limit,
             "table_rate_engaged": self.table_rate_limit.map(|r| r > 0.0),
+            "retry_rate_limit": self.retry_rate_limit,
             "shards_limited": self.shards_limited,
             "backlog_rate_limit": self.backlog_rate_limit,
             "write_units_per_second": self.write_units_per_second,
@@ -231,6 +242,7 @@ pub fn parse(page: &str) -> Admission {
         match sample.name {
             n if n == m::CONCURRENCY_LIMIT => admission.concurrency_limit = Some(sample.value),
             n if n == m::TABLE_RATE_LIMIT => admission.table_rate_limit = Some(sample.value),
+            n if n == m::RETRY_RATE_LIMIT => admission.retry_rate_limit = Some(sample.value),
             n if n == m::LANES_LIMITED => admission.shards_limited = Some(sample.value),
             n if n == m::BACKLOG_RATE_LIMIT => admission.backlog_rate_limit = Some(sample.value),
             n if n == m::DELETED => {
@@ -365,6 +377,9 @@ precise_ttl_throttled_total 999
 # TYPE precise_ttl_table_rate_limit gauge
 precise_ttl_table_rate_limit 1250.5
 
+# TYPE precise_ttl_retry_rate_limit gauge
+precise_ttl_retry_rate_limit 20000
+
 # TYPE precise_ttl_shards_limited gauge
 precise_ttl_shards_limited 2
 
@@ -383,6 +398,7 @@ precise_ttl_lag_seconds_bucket{le="0.1"} 5
         let a = parse(PAGE);
         assert_eq!(a.concurrency_limit, Some(48.0));
         assert_eq!(a.table_rate_limit, Some(1250.5));
+        assert_eq!(a.retry_rate_limit, Some(20_000.0));
         assert_eq!(a.shards_limited, Some(2.0));
         // Numeric shard order, the lifted shard 7 kept (at 0).
         assert_eq!(
@@ -396,6 +412,7 @@ precise_ttl_lag_seconds_bucket{le="0.1"} 5
             vec![
                 "requests in flight: at most 48",
                 "table send rate: 1250.5 items/s",
+                "retry rate: 20000 items/s",
                 "shards under a limit of their own: 2 (3 at 150 items/s, 10 at 80.5 items/s)",
                 "throttled deletes: 355 (table_partition 12, index_partition 340, unknown 3)",
             ]

@@ -147,6 +147,7 @@ fn status_shows_each_workers_admission_control_from_its_metrics() {
             "# TYPE precise_ttl_concurrency_limit gauge\n",
             "precise_ttl_concurrency_limit 48\n",
             "precise_ttl_table_rate_limit 0\n",
+            "precise_ttl_retry_rate_limit 2500\n",
             "precise_ttl_shards_limited 1\n",
             "precise_ttl_shard_rate_limit{shard=\"3\"} 150\n",
             "precise_ttl_throttled_deletes_total{scope=\"index_partition\"} 7\n",
@@ -168,6 +169,7 @@ fn status_shows_each_workers_admission_control_from_its_metrics() {
   {worker}
     requests in flight: at most 48
     table send rate: not engaged
+    retry rate: 2500 items/s
     shards under a limit of their own: 1 (3 at 150 items/s)
     throttled deletes: 7 (index_partition 7)
   {closed}: not reachable: "
@@ -185,6 +187,7 @@ fn status_shows_each_workers_admission_control_from_its_metrics() {
     assert_eq!(admission[0]["url"], worker.as_str(), "{json}");
     assert_eq!(admission[0]["concurrency_limit"], 48.0, "{json}");
     assert_eq!(admission[0]["table_rate_engaged"], false, "{json}");
+    assert_eq!(admission[0]["retry_rate_limit"], 2500.0, "{json}");
     assert_eq!(admission[0]["shard_rate_limits"]["3"], 150.0, "{json}");
     assert_eq!(admission[0]["throttled_deletes"]["index_partition"], 7.0);
     assert!(admission[0]["error"].is_null(), "{json}");

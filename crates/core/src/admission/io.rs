@@ -67,8 +67,10 @@ pub struct Snapshot {
     /// The table-wide limit of requests in flight.
     pub concurrency_limit: usize,
     pub in_flight: usize,
-    /// The table-wide send rate (items/s), when engaged.
+    /// The table-wide send rate (items/s), when whole-table or whole-index refusals engage it.
     pub table_rate: Option<f64>,
+    /// The rate retries go at (items/s), when table partitions' refusals engage it.
+    pub retry_rate: Option<f64>,
     /// Lanes under a limit of their own, with it (items/s).
     pub limited_lanes: Vec<(usize, f64)>,
     /// Refusals so far, by scope.

@@ -410,10 +410,8 @@ impl<T: Ticket> Admission<T> {
         Snapshot {
             concurrency_limit: self.table.limit(),
             in_flight: self.in_flight,
-            table_rate: [self.table_rate.rate(), self.partitions_rate.rate()]
-                .into_iter()
-                .flatten()
-                .reduce(f64::min),
+            table_rate: self.table_rate.rate(),
+            retry_rate: self.partitions_rate.rate(),
             limited_lanes: self
                 .lanes
                 .iter()

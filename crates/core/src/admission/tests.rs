@@ -174,6 +174,7 @@ fn table_wide_refusals_engage_the_table_rate_not_a_lane_limit() {
     }
     let snap = a.snapshot();
     assert!(snap.table_rate.is_some(), "{snap:?}");
+    assert_eq!(snap.retry_rate, None, "{snap:?}");
     assert!(snap.limited_lanes.is_empty());
     assert_eq!(snap.concurrency_limit, 4, "the requests in flight stay");
 }
@@ -289,7 +290,7 @@ fn refusals_of_unknown_scope_spread_thinly_over_lanes_slow_nothing() {
     }
     let snap = a.snapshot();
     assert!(snap.limited_lanes.is_empty(), "{snap:?}");
-    assert_eq!(snap.table_rate, None, "{snap:?}");
+    assert_eq!((snap.table_rate, snap.retry_rate), (None, None), "{snap:?}");
     assert!(snap.concurrency_limit >= 4, "{snap:?}");
 }
 
@@ -307,7 +308,7 @@ fn refusals_of_unknown_scope_over_the_table_engage_only_a_loose_rate() {
         });
     }
     let snap = a.snapshot();
-    assert_eq!(snap.table_rate, None, "{snap:?}");
+    assert_eq!((snap.table_rate, snap.retry_rate), (None, None), "{snap:?}");
     assert!(snap.limited_lanes.is_empty(), "{snap:?}");
 
     let mut a = Admission::new(4, settings(), 7);
@@ -316,8 +317,12 @@ fn refusals_of_unknown_scope_over_the_table_engage_only_a_loose_rate() {
     }
     let snap = a.snapshot();
     // 16 items every 50 ms, a quarter accepted: 80/s accepted, never held below it.
-    let rate = snap.table_rate.expect("engaged");
+    let rate = snap.retry_rate.expect("engaged");
     assert!(rate >= 80.0, "{snap:?}");
+    assert_eq!(
+        snap.table_rate, None,
+        "the table's own rate stays off: {snap:?}"
+    );
     assert!(snap.limited_lanes.is_empty(), "{snap:?}");
 }
 
@@ -329,7 +334,7 @@ fn the_partitions_rate_holds_back_retries_not_first_attempts() {
     for ms in 0..50 {
         round(&mut a, 1_000 + ms * 50, 4, |i| i.id % 4 != 0);
     }
-    assert!(a.snapshot().table_rate.is_some(), "engaged");
+    assert!(a.snapshot().retry_rate.is_some(), "engaged");
     let now = 1_000 + 50 * 50;
     for k in 0..40u32 {
         a.hold(it(900_000 + k, (k % 4) as usize, now));

@@ -181,6 +181,7 @@ fn publish<S: ExpiryStore, C: Clock, K>(shared: &Shared<S, C>, admission: &Admis
     let mut status = lock(&shared.handle.status);
     status.concurrency_limit = snapshot.concurrency_limit;
     status.table_rate = snapshot.table_rate;
+    status.retry_rate = snapshot.retry_rate;
     status.backlog_rate = snapshot.backlog_rate;
     status.backlog_ceiling = snapshot.backlog_ceiling;
     status.limited_lanes = snapshot.limited_lanes;
@@ -196,6 +197,7 @@ fn gauges<S: ExpiryStore, C: Clock>(shared: &Shared<S, C>, snapshot: &Snapshot) 
     metrics::gauge!(m::CONCURRENCY_LIMIT).set(snapshot.concurrency_limit as f64);
     metrics::gauge!(m::LANES_LIMITED).set(snapshot.limited_lanes.len() as f64);
     metrics::gauge!(m::TABLE_RATE_LIMIT).set(snapshot.table_rate.unwrap_or(0.0));
+    metrics::gauge!(m::RETRY_RATE_LIMIT).set(snapshot.retry_rate.unwrap_or(0.0));
     metrics::gauge!(m::BACKLOG_RATE_LIMIT).set(snapshot.backlog_rate.unwrap_or(0.0));
     crate::capacity_rate::publish(std::time::Instant::now());
     // A lane that was limited and is no longer shows 0 (no limit of its own), so the series of a

@@ -31,6 +31,8 @@ pub struct DaemonStatus {
     pub concurrency_limit: usize,
     /// The table's send rate (items/s) while engaged.
     pub table_rate: Option<f64>,
+    /// The rate retries go at (items/s) while engaged.
+    pub retry_rate: Option<f64>,
     /// The backlog's budget (items/s): its current rate and its ceiling, when budgeted.
     pub backlog_rate: Option<f64>,
     pub backlog_ceiling: Option<f64>,
