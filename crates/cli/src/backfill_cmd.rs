@@ -2,11 +2,11 @@
 //! `precise_ttl_ops::backfill`; this file builds it from the flags, draws the progress bar,
 //! prints the summary and picks the exit code.
 
-use crate::args::{BackfillArgs, Global, IndexLayout};
 use crate::wiring::Outcome;
 use anyhow::Context;
 use precise_ttl_core::Backoff;
 use precise_ttl_engine::SystemClock;
+use precise_ttl_flags::{BackfillArgs, Global, IndexLayout};
 use precise_ttl_ops::TableScan;
 use precise_ttl_ops::backfill::{
     self, BackfillOptions, BackfillProgress, BackfillTarget, CheckpointFile, Opened,

@@ -2,13 +2,13 @@
 //! given, the driver's progress as bars, and the report printed. Its flags, and the scenario
 //! they make, are the driver's (`precise_ttl_bench_driver::cli`), as is what the benchmark does.
 
-use crate::args::{Global, UsageError};
 use crate::wiring::Outcome;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use precise_ttl_bench_driver::cli::{BenchArgs, IndexLayout};
+use precise_ttl_bench_driver::cli::BenchArgs;
 use precise_ttl_bench_driver::{Event, Progress, Revision};
 use precise_ttl_dynamodb::Dynamo;
+use precise_ttl_flags::{Global, UsageError};
 use precise_ttl_local::DynamoDbLocal;
 use std::io::IsTerminal;
 use std::path::Path;
@@ -94,12 +94,7 @@ pub async fn run(global: &Global, args: &BenchArgs) -> anyhow::Result<Outcome> {
         )
         .into());
     }
-    let index_layout = match global.index_layout {
-        crate::args::IndexLayout::Sharded => IndexLayout::Sharded,
-        crate::args::IndexLayout::BlogWindow => IndexLayout::BlogWindow,
-        crate::args::IndexLayout::StreamQueue => IndexLayout::StreamQueue,
-    };
-    let mut config = args.config(global.layout()?, index_layout, exe)?;
+    let mut config = args.config(global.layout()?, global.index_layout.into(), exe)?;
     config.argv = std::env::args().collect();
     // The checkout this binary was built from; an installed binary whose sources are gone
     // records "unknown".

@@ -3,8 +3,8 @@
 //! `precise_ttl_ops::doctor`; this file builds it from the flags, prints the report and picks the
 //! exit code.
 
-use crate::args::{DoctorArgs, Global, IndexLayout};
 use crate::wiring::Outcome;
+use precise_ttl_flags::{DoctorArgs, Global, IndexLayout};
 use precise_ttl_ops::doctor::{DoctorOptions, doctor};
 use precise_ttl_ops::queue::QueueCheck;
 

@@ -5,29 +5,23 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod archive_cmd;
-mod args;
 mod backfill_cmd;
 #[cfg(feature = "bench")]
 mod bench;
-mod config;
 mod demo;
 mod doctor_cmd;
 mod health_cmd;
 mod hints;
-mod http_get;
-mod indexer;
 mod run_cmd;
-mod serve;
 mod setup_cmd;
 mod status_cmd;
 mod sweep_cmd;
 mod wiring;
-mod worker_metrics;
 
 use wiring::Outcome;
 
-use args::{Cli, Command, LogFormat};
 use clap::{CommandFactory, FromArgMatches};
+use precise_ttl_flags::{self as args, Cli, Command, LogFormat};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -36,11 +30,15 @@ fn main() -> ExitCode {
     wiring::catch_stop_signals();
     // A config file's values become the flags' defaults before the one parse, so clap validates
     // them like any flag and `--help` shows the values in effect.
-    let command = match config_path() {
-        Some(path) => match config::with_file_defaults(Cli::command(), &path) {
+    let config_path = args::config::path(
+        std::env::args_os().skip(1),
+        std::env::var_os("PRECISE_TTL_CONFIG"),
+    );
+    let command = match config_path {
+        Some(path) => match args::config::with_file_defaults(Cli::command(), &path) {
             Ok(command) => command,
             Err(e) => {
-                eprintln!("error: {e:#}");
+                eprintln!("error: {:#}", anyhow::Error::new(e));
                 return ExitCode::from(2);
             }
         },
@@ -127,26 +125,6 @@ async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Bench(args) => bench::run(&cli.global, args).await,
         Command::Health(args) => health_cmd::run(args).await,
     }
-}
-
-/// `--config FILE` (or `--config=FILE`) from the command line, else `PRECISE_TTL_CONFIG`: read
-/// before clap parses, since the file supplies clap's defaults.
-fn config_path() -> Option<std::path::PathBuf> {
-    let mut args = std::env::args_os().skip(1);
-    while let Some(arg) = args.next() {
-        if arg == "--" {
-            break;
-        }
-        if arg == "--config" {
-            return args.next().map(Into::into);
-        }
-        if let Some(path) = arg.to_str().and_then(|a| a.strip_prefix("--config=")) {
-            return Some(path.into());
-        }
-    }
-    std::env::var_os("PRECISE_TTL_CONFIG")
-        .filter(|p| !p.is_empty())
-        .map(Into::into)
 }
 
 fn init_logging(format: LogFormat, verbose: u8) {

@@ -1,14 +1,14 @@
 //! `precise-ttl run`: the daemon, over our sharded index or the 2022 blog's window index.
 
-use crate::args::{Global, IndexLayout, RunArgs, UsageError};
 use crate::wiring::Outcome;
 use anyhow::Context;
 use precise_ttl_dynamodb::{AdapterError, BlogWindows, Dynamo, DynamoStore, LeaseTable};
-use precise_ttl_engine::lease::{LeaseConfig, Leases};
+use precise_ttl_engine::lease::Leases;
 use precise_ttl_engine::{
     Clock, Daemon, DaemonConfig, DaemonHandle, DaemonReport, ExpiryStore, Partitioning,
     SharedPartitioning, SystemClock,
 };
+use precise_ttl_flags::{Global, IndexLayout, RunArgs, UsageError};
 use precise_ttl_stream::queue::QueueStore;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,11 +37,9 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
     // Served before the store is reached: /healthz says "starting" meanwhile.
     let mut where_metrics = String::new();
     if let Some(addr) = args.metrics_addr {
-        let prometheus = crate::serve::install_recorder()?;
-        let stale = args
-            .unhealthy_after
-            .unwrap_or_else(|| (args.poll_interval * 10).max(Duration::from_secs(30)));
-        let bound = crate::serve::serve(addr, prometheus, handle.clone(), stale).await?;
+        let prometheus = precise_ttl_ops::serve::install_recorder()?;
+        let stale = args.unhealthy_after();
+        let bound = precise_ttl_ops::serve::serve(addr, prometheus, handle.clone(), stale).await?;
         where_metrics = format!(", metrics on http://{bound}/metrics");
         println!("precise-ttl run: metrics on http://{bound}/metrics");
     }
@@ -52,12 +50,12 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
     let dynamo = crate::wiring::connect(global).await?;
     // Opening an s3:// archive checks the bucket, which an unreachable S3 makes slow.
     let sink = match deadline {
-        Some(at) => tokio::time::timeout_at(at, args.archive.open(global))
+        Some(at) => tokio::time::timeout_at(at, crate::wiring::open_archive(&args.archive, global))
             .await
             .map_err(|_| {
                 anyhow::anyhow!("the --for deadline passed while the archive was opened")
             })??,
-        None => args.archive.open(global).await?,
+        None => crate::wiring::open_archive(&args.archive, global).await?,
     };
     let mode = args.delete_mode.mode();
     let stopped_early = || {
@@ -72,9 +70,16 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
                 let leases = fleet(&dynamo, args, table, &queue, &layout.shards, &handle).await?;
                 let indexer = match args.indexer.no_indexer {
                     true => None,
-                    false => {
-                        Some(crate::indexer::open(&dynamo, table, &layout, args, &queue).await?)
-                    }
+                    false => Some(
+                        precise_ttl_stream::queue::running::open(
+                            &dynamo,
+                            table,
+                            &queue,
+                            &args.indexer_options(&layout),
+                            args.indexer_fleet(),
+                        )
+                        .await?,
+                    ),
                 };
                 Ok((store, leases, indexer))
             })
@@ -268,33 +273,13 @@ async fn fleet<P: Partitioning + ?Sized>(
     }
     let lease_table =
         LeaseTable::open(dynamo.clone(), &args.fleet.table.lease_table, table, index).await?;
-    let (config, this) = lease_config(args);
+    let (config, this) = args.fleet.lease_config();
     let leases = lease_table.worker_leases(partitioning, config);
     let leases = match this {
         Some(this) => leases.with_owner_check(Arc::new(this)),
         None => leases,
     };
     Ok(Some(Arc::new(leases.with_handle(handle.clone()))))
-}
-
-/// This worker's lease settings, and the process check that proves a predecessor dead.
-pub(crate) fn lease_config(
-    args: &RunArgs,
-) -> (LeaseConfig, Option<precise_ttl_engine::host::ThisProcess>) {
-    let host = nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_else(|| "host".into());
-    // The default name lets a restart on this host prove its predecessor dead and take its
-    // leases at once (precise_ttl_core::owner); a name given by hand is stable across restarts
-    // already, and a previous incarnation's leases are taken back at once under it.
-    let this = precise_ttl_engine::host::ThisProcess::identify(&host);
-    let worker = match (&args.fleet.worker_id, &this) {
-        (Some(id), _) => id.clone(),
-        (None, Some(this)) => this.identity().to_string(),
-        (None, None) => format!("{host}-{}", std::process::id()),
-    };
-    (LeaseConfig::new(worker, args.fleet.lease_duration), this)
 }
 
 /// Prints the start line and runs until a signal, `--for`, or a fatal error; with leases,

@@ -1,7 +1,7 @@
 //! `precise-ttl setup`.
 
-use crate::args::{Global, IndexLayout, SetupArgs, UsageError};
 use crate::wiring::Outcome;
+use precise_ttl_flags::{Global, IndexLayout, SetupArgs, UsageError};
 use precise_ttl_ops::queue::setup::{QueueSetupOptions, setup_queue};
 use precise_ttl_ops::setup::capacity::{
     self, IndexCapacity, IndexPlan, register_scalable_target_command, scalable_resource_id,

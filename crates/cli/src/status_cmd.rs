@@ -1,15 +1,15 @@
 //! `precise-ttl status`: the index as seen from outside, per shard, with each shard's lease
 //! owner when `run` works as a fleet; with `--metrics-url`, each running worker's admission
-//! controllers as its `/metrics` shows them (`worker_metrics`). What the table says is read by
+//! controllers as its `/metrics` shows them (`precise_ttl_ops::probe`). What the table says is read by
 //! `precise_ttl_ops::table_status`; this file asks the workers, prints both and picks the exit
 //! code.
 
-use crate::args::{Global, IndexLayout, StatusArgs};
 use crate::wiring::Outcome;
-use crate::worker_metrics::{self, Admission};
 use precise_ttl_core::Timestamp;
 use precise_ttl_core::queue::INDEXER_BUCKETS;
 use precise_ttl_dynamodb::StoredLease;
+use precise_ttl_flags::{Global, IndexLayout, StatusArgs};
+use precise_ttl_ops::probe::{self, Admission};
 use precise_ttl_ops::queue::QueueCheck;
 use precise_ttl_ops::table_status::table_status;
 
@@ -24,7 +24,7 @@ pub async fn run(global: &Global, args: &StatusArgs) -> anyhow::Result<Outcome> 
         .iter()
         .map(|url| {
             let url = url.clone();
-            tokio::spawn(async move { worker_metrics::ask(&url).await })
+            tokio::spawn(async move { probe::admission(&url).await })
         })
         .collect();
     global.refuse_layout("status", &[IndexLayout::BlogWindow])?;

@@ -1,10 +1,9 @@
 //! `precise-ttl sweep`: one pass over every shard (or every window of the blog's index).
 
-use crate::args::{Global, IndexLayout, SweepArgs, UsageError};
 use crate::wiring::Outcome;
-use precise_ttl_core::Backoff;
 use precise_ttl_dynamodb::{BlogWindows, DynamoStore};
-use precise_ttl_engine::{Clock, SweepConfig, Sweeper};
+use precise_ttl_engine::{Clock, Sweeper};
+use precise_ttl_flags::{Global, IndexLayout, SweepArgs, UsageError};
 use precise_ttl_stream::queue::QueueStore;
 use std::sync::Arc;
 use std::time::Instant;
@@ -12,16 +11,7 @@ use std::time::Instant;
 pub async fn run(global: &Global, args: &SweepArgs) -> anyhow::Result<Outcome> {
     let layout = global.layout()?;
     let table = global.table()?;
-    let mut config = SweepConfig {
-        concurrency: args.deletes.concurrency as usize,
-        page_size: args.index_page.page_size,
-        shard_parallelism: args.shard_parallelism as usize,
-        backoff: Backoff {
-            max_attempts: args.retries.max_attempts,
-            ..Backoff::default()
-        },
-        ..SweepConfig::default()
-    };
+    let mut config = args.sweep_config();
     if global.index_layout == IndexLayout::BlogWindow {
         if args.archive.archive.is_some() {
             return Err(UsageError(
@@ -73,7 +63,7 @@ pub async fn run(global: &Global, args: &SweepArgs) -> anyhow::Result<Outcome> {
     }
     let dynamo = crate::wiring::connect(global).await?;
     let clock = dynamo.store_clock.clone();
-    let sink = args.archive.open(global).await?;
+    let sink = crate::wiring::open_archive(&args.archive, global).await?;
     let archived = |store: DynamoStore<_>| match &sink {
         Some(sink) => store.with_archive(sink.clone()),
         None => store,

@@ -2,8 +2,8 @@
 //! command reports to `main` (which alone turns it into an exit code), and the stop signal,
 //! caught from the first statement of `main`.
 
-use crate::args;
-use precise_ttl_dynamodb::{ConnectOptions, Dynamo};
+use precise_ttl_dynamodb::Dynamo;
+use precise_ttl_flags as args;
 
 /// What a command wants the process to report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,14 +17,27 @@ pub enum Outcome {
 
 /// The clients every command shares, built once.
 pub async fn connect(global: &args::Global) -> Result<Dynamo, precise_ttl_dynamodb::AdapterError> {
-    Dynamo::connect(&ConnectOptions {
-        endpoint_url: global.endpoint_url.clone(),
-        region: global.region.clone(),
-        profile: global.profile.clone(),
-        connect_timeout: global.connect_timeout,
-        attempt_timeout: global.attempt_timeout,
-    })
-    .await
+    Dynamo::connect(&global.connect_options()).await
+}
+
+/// The archive sink at `url`, opened (a folder created, a bucket checked).
+pub async fn open_sink(
+    url: &precise_ttl_archive::SinkUrl,
+    tuning: &args::SinkTuning,
+    global: &args::Global,
+) -> Result<precise_ttl_archive::Sink, precise_ttl_archive::SinkError> {
+    precise_ttl_archive::Sink::open(url, &tuning.options(global)).await
+}
+
+/// `--archive`'s sink, opened, if the flag was given.
+pub async fn open_archive(
+    archive: &args::ArchiveArg,
+    global: &args::Global,
+) -> Result<Option<precise_ttl_archive::Sink>, precise_ttl_archive::SinkError> {
+    match &archive.archive {
+        None => Ok(None),
+        Some(url) => Ok(Some(open_sink(url, &archive.tuning, global).await?)),
+    }
 }
 
 /// An operator tool's error as the adapter's or the store's own, so `main`'s hints and exit

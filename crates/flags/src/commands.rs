@@ -1,13 +1,19 @@
-//! Each command's options, and the flag groups several commands share (one flag, one meaning,
-//! one default and range wherever it appears). The daemon's settings take their default, range
-//! and help line from `precise_ttl_engine::settings`, as the Lambda does.
+//! Each command's options, and what they give the libraries: the daemon's settings (their
+//! default, range and help line are `precise_ttl_engine::settings`', as the Lambda's are), the
+//! sweep's, the indexer's and the archive's options. The flag groups several commands share are
+//! `groups`'.
 
-use super::{HealthUrl, duration, heading, long_help, positive_rate};
+use super::{
+    ArchiveArg, BlogArgs, DeleteConcurrency, Fleet, HealthUrl, IndexPage, IndexerCheckpoints,
+    LeaseTableArg, Retries, ScanSegments, SinkTuning, duration, heading, long_help, positive_rate,
+};
 use clap::{Args, ValueEnum};
-use precise_ttl_core::{WindowFormat, WindowSpec};
-use precise_ttl_dynamodb::BlogOptions;
-use precise_ttl_engine::settings;
+use precise_ttl_core::{Backoff, TtlLayout};
+use precise_ttl_engine::{SweepConfig, settings};
 use precise_ttl_ops::KeyAttribute;
+use precise_ttl_stream::archive_stream::ArchiveOptions;
+use precise_ttl_stream::queue::indexer::IndexerOptions;
+use precise_ttl_stream::queue::running::IndexerFleet;
 use std::time::Duration;
 
 #[derive(Debug, Args)]
@@ -71,249 +77,6 @@ pub struct SetupArgs {
     pub index_write_capacity: Option<i64>,
 }
 
-/// Which index is swept.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum IndexLayout {
-    /// Ours: a sparse index on (shard Number, TTL); writers add the shard attribute
-    Sharded,
-    /// Writers unchanged: precise-ttl's queue table, fed from the table's stream
-    StreamQueue,
-    /// The 2022 blog's: an index on (expirationWindow String, TTL)
-    BlogWindow,
-}
-
-impl IndexLayout {
-    /// The flag's value, for messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            IndexLayout::Sharded => "sharded",
-            IndexLayout::StreamQueue => "stream-queue",
-            IndexLayout::BlogWindow => "blog-window",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum WindowFormatArg {
-    /// 2022-07-20T10:00:00.000Z (JavaScript's toISOString)
-    Millis,
-    /// 2022-07-20T10:00:00Z
-    Seconds,
-}
-
-/// Options for sweeping the 2022 blog's window index (--index-layout blog-window).
-#[derive(Debug, Args)]
-#[command(next_help_heading = heading::BLOG)]
-pub struct BlogArgs {
-    /// blog-window: the String attribute holding "<startISO>_<endISO>"
-    #[arg(
-        long,
-        env = "PRECISE_TTL_WINDOW_ATTRIBUTE",
-        default_value = "expirationWindow"
-    )]
-    pub window_attribute: String,
-
-    /// blog-window: the writers' window size (windows start at multiples of it since the epoch)
-    #[arg(long, env = "PRECISE_TTL_WINDOW_SIZE", default_value = "1m", value_parser = duration)]
-    pub window_size: Duration,
-
-    /// blog-window: how the writers spell instants in the label
-    #[arg(long, env = "PRECISE_TTL_WINDOW_FORMAT", default_value = "millis")]
-    pub window_format: WindowFormatArg,
-
-    /// blog-window: on the first run (no checkpoint yet), how far back to sweep windows
-    #[arg(long, env = "PRECISE_TTL_WINDOW_SINCE", default_value = "7d", value_parser = duration)]
-    pub window_since: Duration,
-
-    /// blog-window: reads reach this far behind the checkpoint (and, while running, behind the
-    /// watermark), for late writes and the index's eventual consistency
-    #[arg(long, env = "PRECISE_TTL_WINDOW_LOOKBACK", default_value = "5m", value_parser = duration)]
-    pub window_lookback: Duration,
-
-    /// blog-window: the control table keeping each index's "swept until" (created if missing;
-    /// `run` saves its watermark there every few seconds and on exit)
-    #[arg(
-        long,
-        env = "PRECISE_TTL_CHECKPOINT_TABLE",
-        default_value = "precise-ttl-checkpoints"
-    )]
-    pub checkpoint_table: String,
-}
-
-impl BlogArgs {
-    /// The window layout these flags describe.
-    pub fn options(&self) -> Result<BlogOptions, precise_ttl_core::WindowError> {
-        let format = match self.window_format {
-            WindowFormatArg::Millis => WindowFormat::Millis,
-            WindowFormatArg::Seconds => WindowFormat::Seconds,
-        };
-        Ok(BlogOptions {
-            window_attribute: self.window_attribute.clone(),
-            spec: WindowSpec::new(self.window_size, format)?,
-            since: self.window_since,
-            lookback: self.window_lookback,
-            checkpoint_table: self.checkpoint_table.clone(),
-        })
-    }
-}
-
-// Flag groups: each flag means one thing, with one default and one range, in every command that
-// takes it (and so in the config file and its PRECISE_TTL_* variable).
-
-/// Delete requests in flight (`sweep`, `run`).
-#[derive(Debug, Args)]
-#[command(next_help_heading = heading::DELETES)]
-pub struct DeleteConcurrency {
-    #[arg(long, env = "PRECISE_TTL_CONCURRENCY", default_value = settings::CONCURRENCY.default,
-          value_parser = settings::concurrency, help = settings::CONCURRENCY.meaning,
-          long_help = long_help(settings::CONCURRENCY, "\
-Timeouts and 5xx answers cut `run`'s limit by half (refusals are answered by the shard's or the \
-table's send rate instead); every limit's worth of items answered raises it by one. A request \
-carries up to 25 items, so deletes/s are at most requests in flight × 25 / round trip: 64 at a \
-10 ms round trip carry 160 000/s. Raise it only where round trips are long, e.g. on a saturated \
-host (docs/benchmarks.md, \"What holds the 5-million catch-up\")"))]
-    pub concurrency: u64,
-}
-
-/// Keys per query of the expiry index (`sweep`, `run`).
-#[derive(Debug, Args)]
-pub struct IndexPage {
-    #[arg(long, env = "PRECISE_TTL_PAGE_SIZE", default_value = settings::PAGE_SIZE.default,
-          value_parser = settings::page_size, help = settings::PAGE_SIZE.meaning)]
-    pub page_size: u32,
-}
-
-/// Attempts per store call (`sweep`, `run`, `backfill`).
-#[derive(Debug, Args)]
-pub struct Retries {
-    #[arg(long, env = "PRECISE_TTL_MAX_ATTEMPTS", default_value = settings::MAX_ATTEMPTS.default,
-          value_parser = settings::max_attempts, help = settings::MAX_ATTEMPTS.meaning,
-          long_help = long_help(settings::MAX_ATTEMPTS,
-              "Throttling and 5xx answers are retried with backoff and jitter"))]
-    pub max_attempts: u32,
-}
-
-/// The lease table (`setup` creates it, `run` coordinates through it).
-#[derive(Debug, Args)]
-pub struct LeaseTableArg {
-    #[arg(long, env = "PRECISE_TTL_LEASE_TABLE", default_value = settings::LEASE_TABLE.default,
-          help = settings::LEASE_TABLE.meaning)]
-    pub lease_table: String,
-}
-
-/// How `run` shares a table with other `run` processes.
-#[derive(Debug, Args)]
-#[command(next_help_heading = heading::FLEET)]
-pub struct Fleet {
-    #[command(flatten, next_help_heading = heading::FLEET)]
-    pub table: LeaseTableArg,
-
-    #[arg(long, env = "PRECISE_TTL_LEASE_DURATION", default_value = settings::LEASE_DURATION.default,
-          value_parser = settings::lease_duration, help = settings::LEASE_DURATION.meaning,
-          long_help = long_help(settings::LEASE_DURATION, "\
-Heartbeats every third of it; a worker stops reading a lease not renewed for half of it"))]
-    pub lease_duration: Duration,
-
-    /// This worker's name in the lease table. The default names the process (host, PID, start
-    /// time, user, boot, PID namespace), so a restart on the same host proves its predecessor
-    /// dead and takes its leases at once. Set it to a name that stays the same across restarts
-    /// (a Kubernetes pod's name) or leave it; never give two running workers one name
-    #[arg(long, env = "PRECISE_TTL_WORKER_ID")]
-    pub worker_id: Option<String>,
-
-    /// Work alone, without leases: every shard, whatever other processes do (deletes stay
-    /// conditional, so two such processes are safe, only wasteful)
-    #[arg(long, env = "PRECISE_TTL_NO_LEASES")]
-    pub no_leases: bool,
-}
-
-/// A parallel Scan (`backfill`, `doctor`).
-#[derive(Debug, Args)]
-pub struct ScanSegments {
-    /// Parallel Scan segments: DynamoDB splits the table into this many disjoint parts, read at
-    /// the same time
-    #[arg(long, env = "PRECISE_TTL_SEGMENTS", default_value_t = 4,
-          value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub segments: u32,
-}
-
-/// Where expiry records go (`sweep`, `run`).
-#[derive(Debug, Args)]
-#[command(next_help_heading = heading::ARCHIVE)]
-pub struct ArchiveArg {
-    /// Keep a record of every item deleted: its last image, as a DynamoDB Streams REMOVE record
-    /// (docs/expiry-records.md). file://DIR: JSON Lines files, each batch fsynced before its
-    /// deletes count as done; s3://BUCKET/PREFIX: the same through a local spool (--archive-spool),
-    /// one object per --archive-rotate-every; -: standard output. A failing archive stops
-    /// deleting (sharded index only)
-    #[arg(long, env = "PRECISE_TTL_ARCHIVE", value_name = "URL",
-          value_parser = |s: &str| precise_ttl_archive::SinkUrl::parse(s).map_err(|e| e.to_string()))]
-    pub archive: Option<precise_ttl_archive::SinkUrl>,
-
-    #[command(flatten)]
-    pub tuning: SinkTuning,
-}
-
-impl ArchiveArg {
-    /// The sink, opened (a folder created, a bucket checked), if `--archive` was given.
-    pub async fn open(
-        &self,
-        global: &crate::args::Global,
-    ) -> anyhow::Result<Option<precise_ttl_archive::Sink>> {
-        match &self.archive {
-            None => Ok(None),
-            Some(url) => Ok(Some(self.tuning.open(url, global).await?)),
-        }
-    }
-}
-
-/// How an archive is written, beyond its URL (`run`, `sweep`, `archive`).
-#[derive(Debug, Args)]
-#[command(next_help_heading = heading::ARCHIVE)]
-pub struct SinkTuning {
-    /// Compress archive files and S3 objects (.jsonl.gz). Default: gzip for s3://, none for file://
-    #[arg(long, env = "PRECISE_TTL_ARCHIVE_COMPRESSION", value_name = "gzip|none",
-          value_parser = precise_ttl_archive::Compression::parse)]
-    pub archive_compression: Option<precise_ttl_archive::Compression>,
-
-    /// Start a new archive file (s3://: upload one object) this often, or at 64 MiB
-    #[arg(long, env = "PRECISE_TTL_ARCHIVE_ROTATE_EVERY", default_value = "5m", value_parser = crate::args::duration)]
-    pub archive_rotate_every: Duration,
-
-    /// s3://: where records wait until their object is uploaded (one folder per destination
-    /// inside). A record counts as kept once it is here, so put it on a disk that outlives the
-    /// process; a new process uploads what a killed one left. Default: $STATE_DIRECTORY/spool,
-    /// else ~/.local/state/precise-ttl/spool
-    #[arg(long, env = "PRECISE_TTL_ARCHIVE_SPOOL", value_name = "DIR")]
-    pub archive_spool: Option<std::path::PathBuf>,
-
-    /// s3://: an S3-compatible server instead of AWS's S3 endpoint (addressed path-style)
-    #[arg(long, env = "PRECISE_TTL_ARCHIVE_ENDPOINT_URL", value_name = "URL")]
-    pub archive_endpoint_url: Option<String>,
-}
-
-impl SinkTuning {
-    pub async fn open(
-        &self,
-        url: &precise_ttl_archive::SinkUrl,
-        global: &crate::args::Global,
-    ) -> anyhow::Result<precise_ttl_archive::Sink> {
-        let options = precise_ttl_archive::SinkOptions {
-            rotation: precise_ttl_archive::Rotation {
-                max_age: self.archive_rotate_every,
-                ..precise_ttl_archive::Rotation::default()
-            },
-            compression: self.archive_compression,
-            spool: self.archive_spool.clone(),
-            s3_endpoint_url: self.archive_endpoint_url.clone(),
-            region: global.region.clone(),
-            profile: global.profile.clone(),
-            ..precise_ttl_archive::SinkOptions::default()
-        };
-        Ok(precise_ttl_archive::Sink::open(url, &options).await?)
-    }
-}
-
 #[derive(Debug, Args)]
 pub struct SweepArgs {
     /// Print the result as JSON on standard output
@@ -339,6 +102,22 @@ pub struct SweepArgs {
 
     #[command(flatten)]
     pub blog: BlogArgs,
+}
+
+impl SweepArgs {
+    /// The sweep's configuration these flags give.
+    pub fn sweep_config(&self) -> SweepConfig {
+        SweepConfig {
+            concurrency: self.deletes.concurrency as usize,
+            page_size: self.index_page.page_size,
+            shard_parallelism: self.shard_parallelism as usize,
+            backoff: Backoff {
+                max_attempts: self.retries.max_attempts,
+                ..Backoff::default()
+            },
+            ..SweepConfig::default()
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -394,7 +173,7 @@ Batches still form while items wait for a request slot or the table's rate"))]
     pub retries: Retries,
 
     #[command(flatten)]
-    pub budget: crate::args::CapacityBudget,
+    pub budget: crate::CapacityBudget,
 
     #[command(flatten)]
     pub fleet: Fleet,
@@ -439,17 +218,6 @@ pub struct IndexerArgs {
     pub no_indexer: bool,
 }
 
-/// Where the stream-queue layout's indexer keeps its position in the stream.
-#[derive(Debug, Args)]
-pub struct IndexerCheckpoints {
-    /// stream-queue: the table of the indexer's position in each stream shard (created if
-    /// missing); a fleet shares it, and a restart goes on from it
-    #[arg(long, env = "PRECISE_TTL_INDEXER_CHECKPOINT_TABLE",
-          default_value = precise_ttl_stream::queue::indexer::DEFAULT_INDEXER_CHECKPOINT_TABLE,
-          help_heading = heading::INDEXER)]
-    pub indexer_checkpoint_table: String,
-}
-
 impl RunArgs {
     /// The daemon's settings these flags give, checked together (`--lookback` against
     /// `--poll-interval`) as the Lambda's are.
@@ -469,6 +237,35 @@ impl RunArgs {
         };
         daemon.check().map_err(super::UsageError::of)?;
         Ok(daemon)
+    }
+
+    /// How long without a successful index read before /healthz answers 503.
+    pub fn unhealthy_after(&self) -> Duration {
+        self.unhealthy_after
+            .unwrap_or_else(|| (self.poll_interval * 10).max(Duration::from_secs(30)))
+    }
+
+    /// The stream-queue indexer's options, for the table of `layout`.
+    pub fn indexer_options(&self, layout: &TtlLayout) -> IndexerOptions {
+        IndexerOptions {
+            ttl_attribute: layout.ttl_attribute.clone(),
+            shards: layout.shards,
+            checkpoint_table: self.indexer.checkpoints.indexer_checkpoint_table.clone(),
+            poll_interval: self.indexer.indexer_poll_interval,
+        }
+    }
+
+    /// The indexer's leases over the stream, as the daemon's over the shards (none with
+    /// `--no-leases`: it reads every stream shard).
+    pub fn indexer_fleet(&self) -> Option<IndexerFleet> {
+        (!self.fleet.no_leases).then(|| {
+            let (config, this) = self.fleet.lease_config();
+            IndexerFleet {
+                lease_table: self.fleet.table.lease_table.clone(),
+                config,
+                this,
+            }
+        })
     }
 }
 
@@ -651,4 +448,22 @@ pub struct ArchiveArgs {
     #[arg(long, env = "PRECISE_TTL_ARCHIVE_UNHEALTHY_AFTER", value_parser = duration,
           value_name = "DURATION", alias = "unhealthy-after", help_heading = heading::METRICS)]
     pub archive_unhealthy_after: Option<Duration>,
+}
+
+impl ArchiveArgs {
+    /// The stream archiver's options, for the table of `layout`.
+    pub fn options(&self, layout: &TtlLayout) -> ArchiveOptions {
+        ArchiveOptions {
+            ttl_attribute: layout.ttl_attribute.clone(),
+            checkpoint_table: self.archive_checkpoint_table.clone(),
+            poll_interval: self.archive_poll_interval,
+            record_time_resolution: self.record_time_resolution,
+        }
+    }
+
+    /// How long without a complete pass over the stream before /healthz answers 503.
+    pub fn unhealthy_after(&self) -> Duration {
+        self.archive_unhealthy_after
+            .unwrap_or_else(|| (self.archive_poll_interval * 10).max(Duration::from_secs(30)))
+    }
 }

@@ -7,20 +7,68 @@
 //! `backfill`); a key that is no command's flag, or a value a flag would refuse, stops the command
 //! before it does anything.
 
-use anyhow::{Context, anyhow, bail};
 use clap::{Arg, ArgAction, Command};
-use std::ffi::OsStr;
-use std::path::Path;
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+/// Why the config file cannot be used; nothing has been done yet when it is.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// Not TOML, with the parser's message.
+    #[error("config file {}: {message}", path.display())]
+    Parse { path: PathBuf, message: String },
+    /// A key whose value no flag would take (or that may not be set in a file), and why.
+    #[error("config file {}: {key}: {why}", path.display())]
+    Value {
+        path: PathBuf,
+        key: String,
+        why: String,
+    },
+    #[error("config file {}: unknown key `{key}` (keys are long flag names, e.g. poll-interval)", path.display())]
+    UnknownKey { path: PathBuf, key: String },
+}
+
+/// The config file's path: `--config FILE` (or `--config=FILE`) among `args` (the command line
+/// without the program's name), else `PRECISE_TTL_CONFIG` (`env`, when set and not empty). Read
+/// before clap parses, since the file supplies clap's defaults.
+pub fn path(args: impl IntoIterator<Item = OsString>, env: Option<OsString>) -> Option<PathBuf> {
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        if arg == "--" {
+            break;
+        }
+        if arg == "--config" {
+            return args.next().map(Into::into);
+        }
+        if let Some(path) = arg.to_str().and_then(|a| a.strip_prefix("--config=")) {
+            return Some(path.into());
+        }
+    }
+    env.filter(|p| !p.is_empty()).map(Into::into)
+}
 
 /// `command` with every setting of the file at `path` as the default of its flag, wherever
 /// (globally or on any subcommand) that flag exists.
-pub fn with_file_defaults(mut command: Command, path: &Path) -> anyhow::Result<Command> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read config file {}", path.display()))?;
-    let file: toml::Table = toml::from_str(&text)
-        .map_err(|e| anyhow!("config file {}: {}", path.display(), e.to_string().trim()))?;
+pub fn with_file_defaults(mut command: Command, path: &Path) -> Result<Command, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let file: toml::Table = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string().trim().to_string(),
+    })?;
     for (key, value) in file {
-        let bad = |why: String| anyhow!("config file {}: {key}: {why}", path.display());
+        let bad = |why: String| ConfigError::Value {
+            path: path.to_path_buf(),
+            key: key.clone(),
+            why,
+        };
         let value: String = match value {
             toml::Value::String(s) => s,
             toml::Value::Integer(i) => i.to_string(),
@@ -53,10 +101,10 @@ pub fn with_file_defaults(mut command: Command, path: &Path) -> anyhow::Result<C
             }
         }
         if !found {
-            bail!(
-                "config file {}: unknown key `{key}` (keys are long flag names, e.g. poll-interval)",
-                path.display()
-            );
+            return Err(ConfigError::UnknownKey {
+                path: path.to_path_buf(),
+                key,
+            });
         }
     }
     Ok(command)

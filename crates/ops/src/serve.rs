@@ -1,18 +1,36 @@
-//! `/metrics` (Prometheus text) and `/healthz` for `precise-ttl run` and `precise-ttl archive`.
+//! `/metrics` (Prometheus text) and `/healthz` for `precise-ttl run` and `precise-ttl archive`:
+//! the recorder each installs, and the server that answers what [`crate::probe`] (and Prometheus,
+//! and a liveness probe) asks, with each one's health in one line.
 
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use precise_ttl_engine::{DaemonHandle, Health};
+use precise_ttl_stream::archive_stream::{ArchiveHealth, ArchiveProgress};
 use std::net::SocketAddr;
 use std::time::Duration;
+
+/// Why the metrics could not be served.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The recorder could not be built or installed (one is installed already).
+    #[error(transparent)]
+    Recorder(#[from] metrics_exporter_prometheus::BuildError),
+    #[error("cannot listen on {addr} for metrics: {error}")]
+    Listen {
+        addr: SocketAddr,
+        error: std::io::Error,
+    },
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
 
 /// How often histogram samples are folded into their buckets.
 const UPKEEP_EVERY: Duration = Duration::from_secs(5);
 
 /// Installs the Prometheus recorder for this process. Call once, before the daemon starts.
-pub fn install_recorder() -> anyhow::Result<PrometheusHandle> {
+pub fn install_recorder() -> Result<PrometheusHandle, ServeError> {
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(
             Matcher::Full(precise_ttl_engine::metrics::LAG_SECONDS.to_string()),
@@ -30,7 +48,7 @@ pub async fn serve(
     prometheus: PrometheusHandle,
     daemon: DaemonHandle,
     stale_after: Duration,
-) -> anyhow::Result<SocketAddr> {
+) -> Result<SocketAddr, ServeError> {
     // The recorder keeps every histogram sample until upkeep folds it into buckets; a `/metrics`
     // nobody scrapes would otherwise grow by 8 bytes per delete, without end through a long
     // catch-up.
@@ -74,19 +92,55 @@ pub async fn serve(
     .await
 }
 
+/// The Prometheus recorder with the archive's metrics only (the daemon's would read as zeros
+/// of deletes this process never makes).
+pub fn install_archive_recorder() -> Result<PrometheusHandle, ServeError> {
+    let handle = PrometheusBuilder::new().install_recorder()?;
+    precise_ttl_engine::metrics::describe_archive();
+    Ok(handle)
+}
+
+/// Binds `addr` and serves `archive`'s `/metrics` and `/healthz` until the process ends; returns
+/// the bound address (port 0 picks one). The archive has counters and a gauge only, so the
+/// recorder needs none of the histogram upkeep `run`'s server does.
+pub async fn serve_archive(
+    addr: SocketAddr,
+    prometheus: PrometheusHandle,
+    progress: ArchiveProgress,
+    stale_after: Duration,
+) -> Result<SocketAddr, ServeError> {
+    serve_with(addr, prometheus, move || {
+        match progress.health(tokio::time::Instant::now(), stale_after) {
+            ArchiveHealth::Reading => (StatusCode::OK, "ok\n".to_string()),
+            ArchiveHealth::Starting => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "starting: no pass over the stream yet\n".to_string(),
+            ),
+            ArchiveHealth::Stale(for_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "no complete pass over the stream for {:.1} s\n",
+                    for_.as_secs_f64()
+                ),
+            ),
+        }
+    })
+    .await
+}
+
 /// Binds `addr` and serves `/metrics` from `prometheus` and `/healthz` from `health` (called per
 /// request) until the process ends; returns the bound address. `run` and `archive` share it.
-pub async fn serve_with<H>(
+async fn serve_with<H>(
     addr: SocketAddr,
     prometheus: PrometheusHandle,
     health: H,
-) -> anyhow::Result<SocketAddr>
+) -> Result<SocketAddr, ServeError>
 where
     H: Fn() -> (StatusCode, String) + Clone + Send + Sync + 'static,
 {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {addr} for metrics: {e}"))?;
+        .map_err(|error| ServeError::Listen { addr, error })?;
     let bound = listener.local_addr()?;
     let app = Router::new()
         .route(

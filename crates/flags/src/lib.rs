@@ -1,17 +1,23 @@
-//! The command line: every flag, its environment variable and its help text. This file holds
-//! the top level (global flags, the command list); `commands` the options of each command and the
-//! flag groups they share; `budget` `run`'s backlog budget; `health` the health check's. The
-//! test bench's flags are the bench driver's (`precise_ttl_bench_driver::cli`), in the command
-//! list only with the `bench` feature.
+//! The command line of `precise-ttl`: every flag, its environment variable and its help text, and
+//! what the flags give the libraries (the engine's settings, the adapters' and tools' options).
+//! It is the one definition of the command line; the binary parses it, builds its clients and
+//! prints. This file holds the top level (global flags, the command list); `commands` the options
+//! of each command; `groups` the flag groups several commands share; `budget` `run`'s backlog
+//! budget; `health` the health check's; `config` the `--config` file, read as the flags'
+//! defaults. The test bench's flags are the bench driver's (`precise_ttl_bench_driver::cli`), in
+//! the command list only with the `bench` feature. Nothing here prints or exits.
 
 mod budget;
 mod commands;
+pub mod config;
+mod groups;
 mod health;
 #[cfg(test)]
 mod tests;
 
 pub use budget::*;
 pub use commands::*;
+pub use groups::*;
 pub use health::*;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -169,17 +175,10 @@ pub fn long_help(setting: settings::Setting, more: &str) -> String {
 }
 
 /// A mistake in how the command was called that only shows after parsing (no table given, two
-/// flags that contradict each other): `main` exits 2 for it, as for clap's own usage errors.
-#[derive(Debug)]
+/// flags that contradict each other): the binary exits 2 for it, as for clap's own usage errors.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub struct UsageError(pub String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
 
 impl UsageError {
     /// Any error's text as a usage error.
@@ -189,6 +188,17 @@ impl UsageError {
 }
 
 impl Global {
+    /// How to reach DynamoDB: the clients every command shares are built from these.
+    pub fn connect_options(&self) -> precise_ttl_dynamodb::ConnectOptions {
+        precise_ttl_dynamodb::ConnectOptions {
+            endpoint_url: self.endpoint_url.clone(),
+            region: self.region.clone(),
+            profile: self.profile.clone(),
+            connect_timeout: self.connect_timeout,
+            attempt_timeout: self.attempt_timeout,
+        }
+    }
+
     pub fn layout(&self) -> Result<TtlLayout, UsageError> {
         let shards = ShardCount::new(self.shards).map_err(UsageError::of)?;
         TtlLayout::new(
@@ -379,4 +389,16 @@ fn endpoint_url(text: &str) -> Result<String, String> {
         ));
     }
     Ok(text.trim_end_matches('/').to_string())
+}
+
+/// The bench's layout is the global `--index-layout`, as `run`'s is.
+#[cfg(feature = "bench")]
+impl From<IndexLayout> for precise_ttl_bench_driver::cli::IndexLayout {
+    fn from(layout: IndexLayout) -> Self {
+        match layout {
+            IndexLayout::Sharded => Self::Sharded,
+            IndexLayout::BlogWindow => Self::BlogWindow,
+            IndexLayout::StreamQueue => Self::StreamQueue,
+        }
+    }
 }
