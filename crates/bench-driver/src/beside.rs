@@ -9,7 +9,7 @@ use crate::items::ItemWriter;
 use crate::load::extend_ttls;
 use crate::progress::{Event, Progress};
 use crate::usage::UsageSampler;
-use precise_ttl_bench::{Inputs, Planted, Removal};
+use precise_ttl_bench::Inputs;
 use precise_ttl_core::Timestamp;
 use precise_ttl_dynamodb::Dynamo;
 use precise_ttl_engine::Clock;
@@ -31,22 +31,20 @@ pub(crate) struct Ended {
 }
 
 impl Ended {
-    /// The analysis's inputs from what the run saw, without a bound, a raw rate or an observer
-    /// error: each store's run sets those it has. `partition` places an extended item on its
-    /// table partition where the store says (the simulator).
+    /// The analysis's inputs from the watch: its span, the TTL extensions and the application's
+    /// writes. Each store's run adds the items, what it saw deleted and left, and the bound, the
+    /// raw rate and the observer error it has. `partition` places an extended item on its table
+    /// partition where the store says (the simulator).
     pub(crate) fn inputs(
         &self,
-        planted: Vec<Planted>,
-        removals: Vec<Removal>,
-        present_at_end: HashSet<String>,
         run_started: Timestamp,
         config: &BenchConfig,
         partition: impl Fn(&str) -> Option<u32>,
     ) -> Inputs {
         Inputs {
-            planted,
-            removals,
-            present_at_end,
+            planted: Vec::new(),
+            removals: Vec::new(),
+            present_at_end: HashSet::new(),
             run_started_ms: run_started.as_millis(),
             run_ended_ms: self.run_ended.as_millis(),
             observer_error_ms: None,

@@ -323,7 +323,11 @@ async fn run_on(
         }
         _ => None,
     };
+    let watched = ended.inputs(run_started, config, |_| None);
     let inputs = Inputs {
+        planted,
+        removals,
+        present_at_end,
         observer_error_ms: Some(observer_delay_ms),
         // The bound goes by the faster of the two ways this run measured the store deleting
         // (none without a sweeper: there is no lag to hold to it).
@@ -340,14 +344,7 @@ async fn run_on(
         raw_batch_per_s: raw.map(|r| r.batch_per_s),
         // The extensions took the store's capacity as the deletes did; DynamoDB Local has no
         // partitions the bound knows of, so only its store-wide rate counts them.
-        ..ended.inputs(
-            planted,
-            removals,
-            present_at_end,
-            run_started,
-            config,
-            |_| None,
-        )
+        ..watched
     };
     let measured = Measured {
         load_seconds,

@@ -201,7 +201,11 @@ async fn run_on(
     for p in &mut planted {
         p.table_partition = table_partition(&p.key);
     }
+    let watched = ended.inputs(run_started, config, table_partition);
     let inputs = Inputs {
+        planted,
+        removals,
+        present_at_end,
         // The simulator dates each delete itself: nothing stands between it and the log.
         observer_error_ms: Some(0.0),
         // Without a sweeper there is no lag to hold to a bound.
@@ -211,14 +215,7 @@ async fn run_on(
         raw_batch_per_s: None,
         // The extensions took the same table and index partitions as the deletes: the bound
         // counts them, each on its item's partitions.
-        ..ended.inputs(
-            planted,
-            removals,
-            present_at_end,
-            run_started,
-            config,
-            table_partition,
-        )
+        ..watched
     };
     let measured = Measured {
         load_seconds,
