@@ -244,12 +244,16 @@ mod tests {
             .collect()
     }
 
-    fn options(rotation: Rotation, compression: Option<Compression>) -> SinkOptions {
-        SinkOptions {
+    /// A file sink writing into `dir`, with these options and the rest at their defaults.
+    async fn file_sink(dir: &Path, rotation: Rotation, compression: Option<Compression>) -> Sink {
+        let options = SinkOptions {
             rotation,
             compression,
             ..SinkOptions::default()
-        }
+        };
+        Sink::open(&SinkUrl::File(dir.to_path_buf()), &options)
+            .await
+            .unwrap()
     }
 
     #[tokio::test]
@@ -259,12 +263,7 @@ mod tests {
             max_bytes: 10,
             max_age: Duration::from_secs(3600),
         };
-        let sink = Sink::open(
-            &SinkUrl::File(dir.path().to_path_buf()),
-            &options(rotation, None),
-        )
-        .await
-        .unwrap();
+        let sink = file_sink(dir.path(), rotation, None).await;
         sink.write(vec!["{\"a\":1}".into(), "{\"a\":2}".into()])
             .await
             .unwrap();
@@ -280,12 +279,7 @@ mod tests {
     #[tokio::test]
     async fn gzipped_files_hold_one_member_per_batch_and_read_back_whole() {
         let dir = tempfile::tempdir().unwrap();
-        let sink = Sink::open(
-            &SinkUrl::File(dir.path().to_path_buf()),
-            &options(Rotation::default(), Some(Compression::Gzip)),
-        )
-        .await
-        .unwrap();
+        let sink = file_sink(dir.path(), Rotation::default(), Some(Compression::Gzip)).await;
         sink.write(vec!["1".into(), "2".into()]).await.unwrap();
         sink.write(vec!["3".into()]).await.unwrap();
         let files = lines_in(dir.path());
@@ -301,12 +295,7 @@ mod tests {
             max_bytes: u64::MAX,
             max_age: Duration::from_millis(10),
         };
-        let sink = Sink::open(
-            &SinkUrl::File(dir.path().to_path_buf()),
-            &options(rotation, None),
-        )
-        .await
-        .unwrap();
+        let sink = file_sink(dir.path(), rotation, None).await;
         sink.write(vec!["1".into()]).await.unwrap();
         tokio::time::sleep(Duration::from_millis(20)).await;
         sink.write(vec!["2".into()]).await.unwrap();

@@ -246,37 +246,52 @@ async fn write_one(w: &Writer, key: String, shard: Option<u16>) -> AppAttempt {
 mod tests {
     use super::*;
 
+    /// Each case: a rate, then the slots (sent, missed) the pacer hands out at each time, in µs
+    /// from its start.
     #[test]
-    fn the_pacer_hands_out_one_slot_per_period_and_the_first_at_once() {
-        let mut p = Pacer::new(1000.0);
-        assert_eq!(p.due(Duration::ZERO), (1, 0));
-        assert_eq!(p.due(Duration::from_micros(500)), (0, 0));
-        assert_eq!(p.due(Duration::from_millis(5)), (5, 0));
-        assert_eq!(p.due(Duration::from_millis(5)), (0, 0));
-        assert_eq!(p.due(Duration::from_millis(15)), (10, 0));
+    fn the_pacer_hands_out_its_slots_on_time() {
+        type Steps = &'static [(u64, (u64, u64))];
+        let cases: [(&str, f64, Steps); 3] = [
+            (
+                "one slot per period, the first at once",
+                1000.0,
+                &[
+                    (0, (1, 0)),
+                    (500, (0, 0)),
+                    (5_000, (5, 0)),
+                    (5_000, (0, 0)),
+                    (15_000, (10, 0)),
+                ],
+            ),
+            // A 1 s stall: 1 000 slots passed; 100 ms of them are sent, the rest missed,
+            // instead of a burst.
+            (
+                "after a stall",
+                1000.0,
+                &[(0, (1, 0)), (1_000_000, (100, 900)), (1_001_000, (1, 0))],
+            ),
+            (
+                "a slow rate still sends",
+                2.0,
+                &[(0, (1, 0)), (499_000, (0, 0)), (500_000, (1, 0))],
+            ),
+        ];
+        for (name, rate, steps) in cases {
+            let mut p = Pacer::new(rate);
+            for &(at_us, slots) in steps {
+                assert_eq!(
+                    p.due(Duration::from_micros(at_us)),
+                    slots,
+                    "{name} at {at_us} µs"
+                );
+            }
+        }
         // Over a second: exactly the rate.
         let mut q = Pacer::new(5000.0);
         let total: u64 = (0..=200)
             .map(|i| q.due(Duration::from_millis(i * 5)).0)
             .sum();
         assert_eq!(total, 5001, "slots 0..=5000 at 5 000/s over 1 s");
-    }
-
-    #[test]
-    fn after_a_stall_the_pacer_misses_old_slots_instead_of_bursting() {
-        let mut p = Pacer::new(1000.0);
-        assert_eq!(p.due(Duration::ZERO), (1, 0));
-        // A 1 s stall: 1 000 slots passed; 100 ms of them are sent, the rest missed.
-        assert_eq!(p.due(Duration::from_secs(1)), (100, 900));
-        assert_eq!(p.due(Duration::from_millis(1001)), (1, 0));
-    }
-
-    #[test]
-    fn a_slow_rate_still_sends() {
-        let mut p = Pacer::new(2.0);
-        assert_eq!(p.due(Duration::ZERO), (1, 0));
-        assert_eq!(p.due(Duration::from_millis(499)), (0, 0));
-        assert_eq!(p.due(Duration::from_millis(500)), (1, 0));
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! when built with its `bench` feature.
 
 pub mod app;
+pub mod beside;
 pub mod cli;
 pub mod config;
 pub mod crash_loop;

@@ -9,11 +9,11 @@ use crate::plan::Extension;
 use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, CreateGlobalSecondaryIndexAction, GlobalSecondaryIndexUpdate,
-    KeySchemaElement, KeyType, Projection, ProjectionType, ProvisionedThroughput,
-    ScalarAttributeType,
+    BillingMode, CreateGlobalSecondaryIndexAction, GlobalSecondaryIndexUpdate, KeyType, Projection,
+    ProjectionType, ProvisionedThroughput, ScalarAttributeType,
 };
 use precise_ttl_dynamodb::Dynamo;
+use precise_ttl_dynamodb::table::{attribute, key_element};
 use precise_ttl_engine::{Clock, SystemClock};
 use std::collections::HashSet;
 use std::time::Duration;
@@ -35,16 +35,8 @@ pub async fn create_table(
     key_attribute: &str,
     provisioned: Option<Provisioned>,
 ) -> Result<(), BenchError> {
-    let definition = AttributeDefinition::builder()
-        .attribute_name(key_attribute)
-        .attribute_type(ScalarAttributeType::S)
-        .build()
-        .map_err(|e| BenchError::call("creating the bench table", e))?;
-    let key = KeySchemaElement::builder()
-        .attribute_name(key_attribute)
-        .key_type(KeyType::Hash)
-        .build()
-        .map_err(|e| BenchError::call("creating the bench table", e))?;
+    let definition = attribute(key_attribute, ScalarAttributeType::S);
+    let key = key_element(key_attribute, KeyType::Hash);
     let create = dynamo.query.create_table().table_name(table);
     let create = match provisioned {
         None => create.billing_mode(BillingMode::PayPerRequest),
@@ -77,24 +69,10 @@ pub async fn create_blog_index(
     ttl_attribute: &str,
 ) -> Result<(), BenchError> {
     let what = "creating the blog's window index";
-    let definition = |name: &str, kind| {
-        AttributeDefinition::builder()
-            .attribute_name(name)
-            .attribute_type(kind)
-            .build()
-            .map_err(|e| BenchError::call(what, e))
-    };
-    let key = |name: &str, kind| {
-        KeySchemaElement::builder()
-            .attribute_name(name)
-            .key_type(kind)
-            .build()
-            .map_err(|e| BenchError::call(what, e))
-    };
     let create = CreateGlobalSecondaryIndexAction::builder()
         .index_name(index)
-        .key_schema(key(window_attribute, KeyType::Hash)?)
-        .key_schema(key(ttl_attribute, KeyType::Range)?)
+        .key_schema(key_element(window_attribute, KeyType::Hash))
+        .key_schema(key_element(ttl_attribute, KeyType::Range))
         .projection(
             Projection::builder()
                 .projection_type(ProjectionType::All)
@@ -106,8 +84,8 @@ pub async fn create_blog_index(
         .query
         .update_table()
         .table_name(table)
-        .attribute_definitions(definition(window_attribute, ScalarAttributeType::S)?)
-        .attribute_definitions(definition(ttl_attribute, ScalarAttributeType::N)?)
+        .attribute_definitions(attribute(window_attribute, ScalarAttributeType::S))
+        .attribute_definitions(attribute(ttl_attribute, ScalarAttributeType::N))
         .global_secondary_index_updates(
             GlobalSecondaryIndexUpdate::builder().create(create).build(),
         )

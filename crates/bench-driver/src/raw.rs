@@ -5,7 +5,7 @@ use crate::config::BenchIndex;
 use crate::error::BenchError;
 use crate::items::{ItemWriter, epoch_seconds};
 use precise_ttl_core::{DueWindow, TtlLayout};
-use precise_ttl_dynamodb::bulk::put_all;
+use precise_ttl_dynamodb::bulk::{in_flight, put_all};
 use precise_ttl_dynamodb::{DeleteMode, Dynamo, DynamoStore, IndexPartition, ItemKey};
 use precise_ttl_engine::{Clock, DeleteOutcome, ExpiryStore, SystemClock};
 use serde::Serialize;
@@ -105,37 +105,26 @@ async fn delete_all<P: IndexPartition>(
     keys: Vec<ItemKey>,
     batch: usize,
 ) -> Result<u64, BenchError> {
-    let in_flight = if batch == 1 { 64 } else { 8 };
+    let at_once = if batch == 1 { 64 } else { 8 };
     let deleted = Arc::new(AtomicU64::new(0));
-    let mut chunks = keys
-        .chunks(batch)
-        .map(|c| c.to_vec())
-        .collect::<Vec<_>>()
-        .into_iter();
-    let mut tasks = tokio::task::JoinSet::new();
-    loop {
-        while tasks.len() < in_flight {
-            let Some(chunk) = chunks.next() else { break };
-            let store = Arc::clone(&store);
-            let deleted = Arc::clone(&deleted);
-            tasks.spawn(async move {
-                let window = DueWindow::at(SystemClock.now());
-                let results = if chunk.len() == 1 {
-                    vec![store.delete_if_due(&chunk[0], window).await]
-                } else {
-                    store.delete_many_if_due(&chunk, window).await
-                };
-                for r in results {
-                    if r? == DeleteOutcome::Deleted {
-                        deleted.fetch_add(1, Ordering::Relaxed);
-                    }
+    let call = |chunk: Vec<ItemKey>| {
+        let store = Arc::clone(&store);
+        let deleted = Arc::clone(&deleted);
+        async move {
+            let window = DueWindow::at(SystemClock.now());
+            let results = if chunk.len() == 1 {
+                vec![store.delete_if_due(&chunk[0], window).await]
+            } else {
+                store.delete_many_if_due(&chunk, window).await
+            };
+            for r in results {
+                if r? == DeleteOutcome::Deleted {
+                    deleted.fetch_add(1, Ordering::Relaxed);
                 }
-                Ok::<(), BenchError>(())
-            });
+            }
+            Ok::<(), BenchError>(())
         }
-        match tasks.join_next().await {
-            Some(done) => done??,
-            None => return Ok(deleted.load(Ordering::Relaxed)),
-        }
-    }
+    };
+    in_flight(&keys, batch, at_once, call, |()| {}, BenchError::from).await?;
+    Ok(deleted.load(Ordering::Relaxed))
 }

@@ -2,6 +2,7 @@
 //! starts before the load and [`crate::entry_probe`] measures the queue from outside.
 
 use crate::app::AppWriter;
+use crate::beside::{Beside, abandon};
 use crate::config::{BenchConfig, BenchIndex, indexer_checkpoint_table, queue_table};
 use crate::entry_probe::{self, EntryDelay, QueueProbe, QueueReport};
 use crate::error::BenchError;
@@ -9,7 +10,7 @@ use crate::fleet::{Fleet, FleetPlan, fill_lags};
 use crate::items::ItemWriter;
 use crate::lambda::Function;
 use crate::lambda_run::{LambdaRun, fill_boundaries};
-use crate::load::{create_blog_index, create_table, extend_ttls, scan_keys};
+use crate::load::{create_blog_index, create_table, scan_keys};
 use crate::observe::{Observer, calibrate};
 use crate::plan;
 use crate::progress::{Event, Progress};
@@ -322,12 +323,11 @@ async fn run_on(
         }
         _ => None,
     };
+    let watched = ended.inputs(run_started, config, |_| None);
     let inputs = Inputs {
         planted,
         removals,
         present_at_end,
-        run_started_ms: run_started.as_millis(),
-        run_ended_ms: ended.run_ended.as_millis(),
         observer_error_ms: Some(observer_delay_ms),
         // The bound goes by the faster of the two ways this run measured the store deleting
         // (none without a sweeper: there is no lag to hold to it).
@@ -340,13 +340,11 @@ async fn run_on(
                 source: "this run's faster raw delete rate (DeleteItem or PartiQL batch)".into(),
                 partition: None,
             }),
-        hot_shard: config.hot_shard_share.map(|_| 0),
         // The sweeper deletes in batches by default: its rate while behind is held to this.
         raw_batch_per_s: raw.map(|r| r.batch_per_s),
         // The extensions took the store's capacity as the deletes did; DynamoDB Local has no
         // partitions the bound knows of, so only its store-wide rate counts them.
-        app_writes: ended.extended.iter().map(|w| w.app_write(None)).collect(),
-        app: ended.app,
+        ..watched
     };
     let measured = Measured {
         load_seconds,
@@ -578,86 +576,6 @@ pub(crate) async fn tick_fleet(
         fleet.tick(now.as_millis()).await?;
     }
     Ok(())
-}
-
-/// What runs beside the workers while they are watched: the TTL extender (its writes come
-/// back when it ends) and the usage sampler of the first worker.
-pub(crate) struct Beside {
-    extender: tokio::task::JoinHandle<Result<Vec<crate::load::SentWrite>, BenchError>>,
-    sampler: UsageSampler,
-}
-
-/// What the run left once the watch is over.
-pub(crate) struct Ended {
-    pub(crate) app: Option<precise_ttl_bench::AppLoad>,
-    pub(crate) run_ended: Timestamp,
-    pub(crate) usage: crate::usage::Usage,
-    pub(crate) extended: Vec<crate::load::SentWrite>,
-}
-
-impl Beside {
-    pub(crate) fn start(
-        dynamo: &Dynamo,
-        table: &str,
-        items: &ItemWriter,
-        extensions: Vec<crate::plan::Extension>,
-        fleet: Option<&Fleet>,
-        sampler: Option<UsageSampler>,
-    ) -> Beside {
-        Beside {
-            extender: tokio::spawn(extend_ttls(
-                dynamo.clone(),
-                table.to_string(),
-                items.clone(),
-                extensions,
-            )),
-            // A worker started before the load is sampled from its start.
-            sampler: sampler.unwrap_or_else(|| {
-                UsageSampler::start(fleet.and_then(|f| f.first_pid()).unwrap_or(0))
-            }),
-        }
-    }
-
-    /// Ends them, and the application's writer first, after a watch that went well: the run
-    /// ends when the writer has stopped.
-    pub(crate) async fn end(
-        self,
-        app: Option<AppWriter>,
-        clock: &impl Clock,
-        progress: &dyn Progress,
-    ) -> Result<Ended, BenchError> {
-        let app = match app {
-            Some(app) => Some(app.stop().await?),
-            None => None,
-        };
-        let run_ended = clock.now();
-        let usage = self.sampler.stop();
-        progress.event(Event::SweepFinished);
-        let extended = self.extender.await??;
-        Ok(Ended {
-            app,
-            run_ended,
-            usage,
-            extended,
-        })
-    }
-}
-
-/// After a failed watch: the workers, the application's writer and the TTL extender stopped,
-/// whatever they answer, so that the run's own error is the one reported.
-pub(crate) async fn abandon(
-    fleet: Option<Fleet>,
-    app: Option<AppWriter>,
-    beside: Beside,
-    now: Timestamp,
-) {
-    if let Some(fleet) = fleet {
-        let _ = fleet.stop(now.as_millis()).await;
-    }
-    if let Some(app) = app {
-        let _ = app.stop().await;
-    }
-    beside.extender.abort();
 }
 
 /// The workers: one plain `run` without a fleet plan (killed and started again in a crash

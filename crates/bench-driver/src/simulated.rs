@@ -6,6 +6,7 @@
 //! capacity model: its limits, its burst credit and its latency.
 
 use crate::app::AppWriter;
+use crate::beside::Beside;
 use crate::config::{BenchConfig, BenchIndex};
 use crate::error::BenchError;
 use crate::items::{Item, ItemWriter};
@@ -13,7 +14,6 @@ use crate::load::{create_table, scan_keys};
 use crate::plan;
 use crate::progress::{Event, Progress};
 use crate::report::{BenchRun, Measured, summarize};
-use crate::run::Beside;
 use aws_sdk_dynamodb::types::AttributeValue;
 use precise_ttl_bench::{Inputs, PartitionLimit, Removal, StoreCapacity};
 use precise_ttl_dynamodb::Dynamo;
@@ -173,7 +173,7 @@ async fn run_on(
         .until_over(&clock, progress, removed, &mut fleet, None)
         .await;
     if let Err(e) = watched {
-        crate::run::abandon(fleet, app, beside, clock.now()).await;
+        crate::beside::abandon(fleet, app, beside, clock.now()).await;
         return Err(e);
     }
     let (units, failed, shutdown) = match fleet {
@@ -201,29 +201,21 @@ async fn run_on(
     for p in &mut planted {
         p.table_partition = table_partition(&p.key);
     }
-    // The extensions took the same table and index partitions as the deletes: the bound counts
-    // them, each on its item's partitions.
-    let app_writes = ended
-        .extended
-        .iter()
-        .map(|w| w.app_write(table_partition(&w.key)))
-        .collect();
+    let watched = ended.inputs(run_started, config, table_partition);
     let inputs = Inputs {
         planted,
         removals,
         present_at_end,
-        run_started_ms: run_started.as_millis(),
-        run_ended_ms: ended.run_ended.as_millis(),
         // The simulator dates each delete itself: nothing stands between it and the log.
         observer_error_ms: Some(0.0),
         // Without a sweeper there is no lag to hold to a bound.
         capacity: (!config.no_sweeper).then_some(capacity),
-        hot_shard: config.hot_shard_share.map(|_| 0),
         // No raw rate is measured on the simulator: its capacity is configured, and the bound
         // is held to it.
         raw_batch_per_s: None,
-        app_writes,
-        app: ended.app,
+        // The extensions took the same table and index partitions as the deletes: the bound
+        // counts them, each on its item's partitions.
+        ..watched
     };
     let measured = Measured {
         load_seconds,

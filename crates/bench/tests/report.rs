@@ -39,6 +39,23 @@ fn removal(key: &str, seen_ms: i64) -> Removal {
     }
 }
 
+/// A removal of each key, seen this many ms after `START`.
+fn removals_at(seen: &[(&str, i64)]) -> Vec<Removal> {
+    seen.iter()
+        .map(|&(key, after_ms)| removal(key, START + after_ms))
+        .collect()
+}
+
+/// `Expire` items, each `(key, ttl_ms, lag_ms)`, and a removal of each `lag_ms` after its TTL.
+fn expired_after(
+    items: impl IntoIterator<Item = (String, i64, i64)>,
+) -> (Vec<Planted>, Vec<Removal>) {
+    items
+        .into_iter()
+        .map(|(key, ttl, lag)| (expire(&key, ttl), removal(&key, ttl + lag)))
+        .unzip()
+}
+
 fn inputs(planted: Vec<Planted>, removals: Vec<Removal>) -> Inputs {
     Inputs {
         planted,
@@ -57,14 +74,8 @@ fn inputs(planted: Vec<Planted>, removals: Vec<Removal>) -> Inputs {
 
 /// 100 `Expire` items with lags 1..=100 ms, TTLs 10 ms apart from 10 s into the run.
 fn hundred() -> Inputs {
-    let mut planted = Vec::new();
-    let mut removals = Vec::new();
-    for i in 1..=100i64 {
-        let key = format!("e{i:03}");
-        let ttl = START + 10_000 + i * 10;
-        planted.push(expire(&key, ttl));
-        removals.push(removal(&key, ttl + i));
-    }
+    let (planted, mut removals) =
+        expired_after((1..=100i64).map(|i| (format!("e{i:03}"), START + 10_000 + i * 10, i)));
     // Input order must not matter.
     removals.reverse();
     inputs(planted, removals)
@@ -102,12 +113,12 @@ fn wrong_deletions_are_classified() {
         survive("keeper", "string-ttl"),
         survive("safe", "extended"),
     ];
-    let removals = vec![
-        removal("early", START + 4_750),
-        removal("fine", START + 5_020),
-        removal("keeper", START + 6_000),
-        removal("ghost", START + 7_000),
-    ];
+    let removals = removals_at(&[
+        ("early", 4_750),
+        ("fine", 5_020),
+        ("keeper", 6_000),
+        ("ghost", 7_000),
+    ]);
     let r = analyze(&inputs(planted, removals));
     let got: Vec<(&str, &str)> = r
         .wrong
@@ -150,10 +161,7 @@ fn left_behind_and_scan_inconsistencies() {
     planted.push(expire("zombie", START + 1_000));
     planted.push(survive("kept", "no-ttl"));
     planted.push(survive("vanished", "negative-ttl"));
-    let removals = vec![
-        removal("gone", START + 1_100),
-        removal("zombie", START + 1_200),
-    ];
+    let removals = removals_at(&[("gone", 1_100), ("zombie", 1_200)]);
     let mut inp = inputs(planted, removals);
     inp.present_at_end = ["left00", "left01", "zombie", "kept"]
         .into_iter()
@@ -178,12 +186,7 @@ fn left_behind_and_scan_inconsistencies() {
 #[test]
 fn duplicate_removals_are_counted_once() {
     let planted = vec![expire("a", START + 1_000), expire("b", START + 2_000)];
-    let removals = vec![
-        removal("a", START + 1_300),
-        removal("a", START + 1_010),
-        removal("b", START + 2_005),
-        removal("a", START + 1_500),
-    ];
+    let removals = removals_at(&[("a", 1_300), ("a", 1_010), ("b", 2_005), ("a", 1_500)]);
     let r = analyze(&inputs(planted, removals));
     assert_eq!(r.counts.removal_records, 4);
     assert_eq!(r.counts.removed_keys, 2);
@@ -202,12 +205,7 @@ fn backlog_clear_time_and_rate() {
         backlog("b3", START - 40_000),
         expire("e", START + 100),
     ];
-    let removals = vec![
-        removal("b1", START + 500),
-        removal("b2", START + 1_500),
-        removal("b3", START + 2_000),
-        removal("e", START + 150),
-    ];
+    let removals = removals_at(&[("b1", 500), ("b2", 1_500), ("b3", 2_000), ("e", 150)]);
     let r = analyze(&inputs(planted, removals));
     assert_eq!(r.backlog.count, 3);
     assert_eq!(r.backlog.removed, 3);
@@ -223,13 +221,8 @@ fn backlog_clear_time_and_rate() {
 #[test]
 fn deletions_per_second() {
     // 11 deletions from 0 s to 5 s after start: 11 / 5 s = 2.2/s.
-    let mut planted = Vec::new();
-    let mut removals = Vec::new();
-    for i in 0..=10i64 {
-        let key = format!("k{i}");
-        planted.push(expire(&key, START + i * 500));
-        removals.push(removal(&key, START + i * 500));
-    }
+    let (mut planted, mut removals) =
+        expired_after((0..=10i64).map(|i| (format!("k{i}"), START + i * 500, 0)));
     planted.push(survive("s", "extended"));
     removals.push(removal("s", START + 9_000)); // wrong, not counted as throughput
     let mut inp = inputs(planted, removals);
@@ -369,14 +362,9 @@ proptest! {
         lags in proptest::collection::vec(-2_000i64..20_000, 0..200),
         dups in 0usize..20,
     ) {
-        let mut planted = Vec::new();
-        let mut removals = Vec::new();
-        for (i, lag) in lags.iter().enumerate() {
-            let key = format!("k{i}");
-            let ttl = START + (i as i64) * 37;
-            planted.push(expire(&key, ttl));
-            removals.push(removal(&key, ttl + lag));
-        }
+        let (planted, mut removals) = expired_after(
+            lags.iter().enumerate().map(|(i, &lag)| (format!("k{i}"), START + (i as i64) * 37, lag)),
+        );
         for i in 0..dups.min(lags.len()) {
             removals.push(removal(&format!("k{i}"), START + 999_999));
         }
@@ -427,13 +415,8 @@ proptest! {
 #[test]
 fn percentiles_stay_right_for_lags_of_seconds() {
     // 100 lags of 1..=100 s: the histogram must grow past its initial 2 s bound.
-    let mut planted = Vec::new();
-    let mut removals = Vec::new();
-    for i in 1..=100i64 {
-        let key = format!("s{i:03}");
-        planted.push(expire(&key, START + i));
-        removals.push(removal(&key, START + i + i * 1000));
-    }
+    let (planted, removals) =
+        expired_after((1..=100i64).map(|i| (format!("s{i:03}"), START + i, i * 1000)));
     let lag = analyze(&inputs(planted, removals)).lag.unwrap();
     let near = |got: u64, want: u64| got.abs_diff(want) <= want / 500 + 1;
     assert!(near(lag.p50_ms, 50_000), "{lag:?}");

@@ -1,5 +1,6 @@
 //! Writing many items at once with BatchWriteItem: the demo's items, the test bench's loads and
-//! the expiry queue's entries. Nothing here is on the delete path.
+//! the expiry queue's entries; and running any calls over chunks of items, a few in flight (the
+//! bench's raw delete rate uses it too). Nothing here is on the delete path.
 
 use crate::connect::Dynamo;
 use crate::error::AdapterError;
@@ -30,26 +31,53 @@ pub async fn put_all(
     mut written: impl FnMut(u64),
 ) -> Result<f64, AdapterError> {
     let mut units = 0.0;
-    let mut chunks = items
-        .chunks(PER_CALL)
-        .map(|c| c.to_vec())
-        .collect::<Vec<_>>()
-        .into_iter();
-    let mut tasks = tokio::task::JoinSet::new();
-    loop {
-        while tasks.len() < IN_FLIGHT {
-            let Some(chunk) = chunks.next() else { break };
+    in_flight(
+        &items,
+        PER_CALL,
+        IN_FLIGHT,
+        |chunk| {
             let dynamo = dynamo.clone();
             let table = table.to_string();
-            tasks.spawn(async move { write_chunk(&dynamo, &table, chunk).await });
+            async move { write_chunk(&dynamo, &table, chunk).await }
+        },
+        |(n, consumed)| {
+            units += consumed;
+            written(n);
+        },
+        |e| failed(e.to_string()),
+    )
+    .await?;
+    Ok(units)
+}
+
+/// Runs `call` on `items` in chunks of `per_call`, `in_flight` chunks at a time, each in a task
+/// of its own, and hands `done` each chunk's answer as it comes. Stops at the first error (the
+/// tasks still running are dropped with the set, and so aborted); `task_failed` turns a task
+/// that panicked into the caller's error.
+pub async fn in_flight<T, R, E, Fut>(
+    items: &[T],
+    per_call: usize,
+    in_flight: usize,
+    call: impl Fn(Vec<T>) -> Fut,
+    mut done: impl FnMut(R),
+    task_failed: impl Fn(tokio::task::JoinError) -> E,
+) -> Result<(), E>
+where
+    T: Clone,
+    Fut: std::future::Future<Output = Result<R, E>> + Send + 'static,
+    R: Send + 'static,
+    E: Send + 'static,
+{
+    let mut chunks = items.chunks(per_call).map(<[T]>::to_vec);
+    let mut tasks = tokio::task::JoinSet::new();
+    loop {
+        while tasks.len() < in_flight {
+            let Some(chunk) = chunks.next() else { break };
+            tasks.spawn(call(chunk));
         }
         match tasks.join_next().await {
-            Some(done) => {
-                let (n, consumed) = done.map_err(|e| failed(e.to_string()))??;
-                units += consumed;
-                written(n);
-            }
-            None => return Ok(units),
+            Some(answer) => done(answer.map_err(&task_failed)??),
+            None => return Ok(()),
         }
     }
 }

@@ -1,13 +1,39 @@
-//! Small control tables precise-ttl keeps next to the user's (window checkpoints, shard leases):
-//! created on demand billing if missing, idempotently, and waited for until ACTIVE.
+//! Small control tables precise-ttl keeps next to the user's (window checkpoints, shard leases,
+//! stream checkpoints): created on demand billing if missing, idempotently, and waited for until
+//! ACTIVE; one partition of them read back whole.
 
 use crate::connect::Dynamo;
 use crate::error::AdapterError;
-use crate::table::TableShape;
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-};
+use crate::table::{TableShape, attribute, key_element};
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::query::QueryError;
+use aws_sdk_dynamodb::types::{AttributeValue, BillingMode, KeyType, ScalarAttributeType};
+use std::collections::HashMap;
 use std::time::Duration;
+
+/// Every item of `table` whose partition key `attribute` is `value`, read consistently, page
+/// after page (a scope's leases, a stream's shard checkpoints).
+pub async fn read_partition(
+    dynamo: &Dynamo,
+    table: &str,
+    attribute: &str,
+    value: AttributeValue,
+) -> Result<Vec<HashMap<String, AttributeValue>>, SdkError<QueryError, HttpResponse>> {
+    dynamo
+        .query
+        .query()
+        .table_name(table)
+        .key_condition_expression("#p = :p")
+        .expression_attribute_names("#p", attribute)
+        .expression_attribute_values(":p", value)
+        .consistent_read(true)
+        .into_paginator()
+        .items()
+        .send()
+        .try_collect()
+        .await
+}
 
 /// Creates table `name` keyed by the String attributes `keys` (partition key first) unless it
 /// exists, then waits until it is ACTIVE. Returns whether this call created it. `what` names
@@ -27,25 +53,14 @@ pub async fn ensure_table(
             .table_name(name)
             .billing_mode(BillingMode::PayPerRequest);
         for (i, key) in keys.iter().enumerate() {
+            let role = if i == 0 {
+                KeyType::Hash
+            } else {
+                KeyType::Range
+            };
             create = create
-                .attribute_definitions(
-                    AttributeDefinition::builder()
-                        .attribute_name(*key)
-                        .attribute_type(ScalarAttributeType::S)
-                        .build()
-                        .expect("name and type are set"),
-                )
-                .key_schema(
-                    KeySchemaElement::builder()
-                        .attribute_name(*key)
-                        .key_type(if i == 0 {
-                            KeyType::Hash
-                        } else {
-                            KeyType::Range
-                        })
-                        .build()
-                        .expect("name and type are set"),
-                );
+                .attribute_definitions(attribute(key, ScalarAttributeType::S))
+                .key_schema(key_element(key, role));
         }
         match create.send().await {
             Ok(_) => created = true,

@@ -80,30 +80,21 @@ impl LeaseTable {
 
     /// Every lease of this scope, with when each was last written.
     pub async fn all(&self) -> Result<Vec<StoredLease>, StoreError> {
-        let mut out = Vec::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .dynamo
-                .query
-                .query()
-                .table_name(&self.name)
-                .key_condition_expression("#s = :s")
-                .expression_attribute_names("#s", SCOPE)
-                .expression_attribute_values(":s", AttributeValue::S(self.scope.clone()))
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| store_error("Query", e))?;
-            for item in page.items() {
-                out.push(parse(item)?);
-            }
-            start = page.last_evaluated_key;
-            if start.is_none() {
-                return Ok(out);
-            }
-        }
+        let scope = AttributeValue::S(self.scope.clone());
+        crate::control::read_partition(&self.dynamo, &self.name, SCOPE, scope)
+            .await
+            .map_err(|e| store_error("Query", e))?
+            .iter()
+            .map(parse)
+            .collect()
+    }
+
+    /// The key of lease `key` in this table's scope: what a new lease's item starts from.
+    fn key_of(&self, key: &str) -> HashMap<String, AttributeValue> {
+        HashMap::from([
+            (SCOPE.to_string(), AttributeValue::S(self.scope.clone())),
+            (LEASE.to_string(), AttributeValue::S(key.to_string())),
+        ])
     }
 }
 
@@ -160,8 +151,7 @@ impl LeaseStore for LeaseTable {
                 .write
                 .put_item()
                 .table_name(&self.name)
-                .item(SCOPE, AttributeValue::S(self.scope.clone()))
-                .item(LEASE, AttributeValue::S(key.clone()))
+                .set_item(Some(self.key_of(key)))
                 .item(COUNTER, AttributeValue::N("0".into()))
                 .condition_expression("attribute_not_exists(#l)")
                 .expression_attribute_names("#l", LEASE)
@@ -200,8 +190,7 @@ impl LeaseStore for LeaseTable {
             .write
             .update_item()
             .table_name(&self.name)
-            .key(SCOPE, AttributeValue::S(self.scope.clone()))
-            .key(LEASE, AttributeValue::S(key.to_string()))
+            .set_key(Some(self.key_of(key)))
             .condition_expression("#c = :expected")
             .expression_attribute_names("#c", COUNTER)
             .expression_attribute_names("#o", OWNER)

@@ -1,12 +1,35 @@
-//! What a table looks like, read once from DescribeTable, and whether precise-ttl can sweep it.
+//! What a table looks like, read once from DescribeTable, and whether precise-ttl can sweep it;
+//! the key attributes' definitions CreateTable and UpdateTable take.
 
 use crate::connect::Dynamo;
 use crate::error::AdapterError;
-use aws_sdk_dynamodb::types::{KeyType as AwsKeyRole, ScalarAttributeType, TableDescription};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, KeySchemaElement, KeyType as AwsKeyRole, ScalarAttributeType,
+    TableDescription,
+};
 use precise_ttl_core::TtlLayout;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
+
+/// Key attribute `name` of type `kind`, as CreateTable and UpdateTable define it.
+pub fn attribute(name: &str, kind: ScalarAttributeType) -> AttributeDefinition {
+    AttributeDefinition::builder()
+        .attribute_name(name)
+        .attribute_type(kind)
+        .build()
+        .expect("name and type are set")
+}
+
+/// Key attribute `name` in a key schema, as the partition key (`Hash`) or the sort key
+/// (`Range`).
+pub fn key_element(name: &str, role: AwsKeyRole) -> KeySchemaElement {
+    KeySchemaElement::builder()
+        .attribute_name(name)
+        .key_type(role)
+        .build()
+        .expect("name and role are set")
+}
 
 /// The type of a key attribute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

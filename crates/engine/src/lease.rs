@@ -594,3 +594,16 @@ impl<S: LeaseStore> Beating<S> {
         self.leases.release_all().await;
     }
 }
+
+/// Resolves with the lease-table error that stopped the heartbeats on their own (from
+/// [`Beating::failure`]); never when there is no such error to wait for, as a worker without
+/// leases or with heartbeats that ended without one has.
+pub async fn failed(failure: Option<oneshot::Receiver<StoreError>>) -> StoreError {
+    match failure {
+        Some(failure) => match failure.await {
+            Ok(e) => e,
+            Err(_) => std::future::pending().await,
+        },
+        None => std::future::pending().await,
+    }
+}

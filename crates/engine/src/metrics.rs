@@ -1,6 +1,8 @@
 //! Every metric the engine emits, by name, in one place. The binary installs the recorder
 //! (Prometheus); without one, emitting is a no-op.
 
+use metrics::Unit;
+
 /// Items deleted by us.
 pub const DELETED: &str = "precise_ttl_deleted_total";
 /// Conditional deletes that found the item changed (TTL extended, removed) or gone.
@@ -168,100 +170,117 @@ pub fn describe() {
         metrics::counter!(LEASE_CHANGES, "change" => change).increment(0);
     }
     let _ = metrics::histogram!(LAG_SECONDS);
-    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
-    describe_counter!(DELETED, "Items deleted by precise-ttl");
-    describe_counter!(
-        SKIPPED,
-        "Conditional deletes that found the item changed or gone"
-    );
-    describe_counter!(
-        UNCONFIRMED,
-        "Items found gone on a retry after a lost answer: deleted by that attempt or by another worker"
-    );
-    describe_counter!(
-        ERRORS,
-        "Deletes that failed after every retry (items stay due)"
-    );
-    describe_counter!(THROTTLED, "Store calls that were throttled and retried");
-    describe_counter!(QUERIES, "Index queries sent");
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    for &(name, help) in COUNTER_HELP {
+        describe_counter!(name, help);
+    }
+    for &(name, help) in GAUGE_HELP {
+        describe_gauge!(name, help);
+    }
+    for &(name, help) in SECONDS_GAUGE_HELP {
+        describe_gauge!(name, Unit::Seconds, help);
+    }
     describe_histogram!(
         LAG_SECONDS,
         Unit::Seconds,
         "Delay between an item's TTL and its deletion"
     );
-    describe_gauge!(BACKLOG, "Items known due and not yet deleted");
-    describe_gauge!(SCHEDULED, "Items read ahead, waiting for their expiry");
-    describe_gauge!(
-        WATERMARK,
-        Unit::Seconds,
-        "Every due item with TTL at or before this epoch second is deleted"
-    );
-    describe_gauge!(
-        WATERMARK_DELAY,
-        Unit::Seconds,
-        "How far the overall watermark trails the clock"
-    );
-    describe_gauge!(LEASES_HELD, "Shard leases this worker holds and reads");
-    describe_gauge!(
-        LEASES,
-        "Shard leases in the lease table (the fleet's shards)"
-    );
-    describe_gauge!(
-        SHARDS,
-        "The shard count this worker was started with (--shards)"
-    );
-    describe_gauge!(
-        SHARDS_STALLED,
-        "Shards with due items and no lease holder for half a lease duration, seen by this worker"
-    );
-    describe_counter!(
-        DELETE_MODE_FALLBACKS,
-        "Falls back from PartiQL batches to DeleteItem after the store refused PartiQL"
-    );
-    describe_counter!(
-        LEASE_CHANGES,
-        "Lease changes of this worker: acquired, stolen, lost, released"
-    );
-    describe_gauge!(
-        CLOCK_LEAD,
-        Unit::Seconds,
-        "Upper bound of this host's clock lead over the store's; deletes are held back by it"
-    );
-    describe_gauge!(
-        CLOCK_OFFSET,
-        Unit::Seconds,
-        "Estimated store clock minus this host's clock"
-    );
-    describe_gauge!(
-        CONCURRENCY_LIMIT,
-        "Adaptive limit on delete requests in flight (table-wide refusals and timeouts cut it)"
-    );
-    describe_counter!(
-        THROTTLED_BY_SCOPE,
-        "Throttled deletes by what refused them (DynamoDB's ThrottlingReasons)"
-    );
-    describe_gauge!(
-        TABLE_RATE_LIMIT,
-        "The table's send rate in items/s while whole-table refusals engage it (0: not engaged)"
-    );
-    describe_gauge!(
-        RETRY_RATE_LIMIT,
-        "The rate refused items go again in items/s while table partitions' refusals engage it (0: not engaged)"
-    );
-    describe_gauge!(
-        CAPACITY_UNITS_PER_SECOND,
-        "Capacity units consumed per second (ConsumedCapacity), averaged over about 10 s"
-    );
-    describe_gauge!(
-        BACKLOG_RATE_LIMIT,
-        "The backlog's delete rate in items/s under its capacity budget (0: no budget)"
-    );
-    describe_gauge!(
-        LANES_LIMITED,
-        "Shards sending under a limit of their own after their index partition refused deletes"
-    );
-    describe_gauge!(
-        LANE_RATE_LIMIT,
-        "A shard's own delete limit in items/s (0: lifted)"
-    );
 }
+
+/// Each counter's description in `/metrics`.
+const COUNTER_HELP: &[(&str, &str)] = &[
+    (DELETED, "Items deleted by precise-ttl"),
+    (
+        SKIPPED,
+        "Conditional deletes that found the item changed or gone",
+    ),
+    (
+        UNCONFIRMED,
+        "Items found gone on a retry after a lost answer: deleted by that attempt or by another worker",
+    ),
+    (
+        ERRORS,
+        "Deletes that failed after every retry (items stay due)",
+    ),
+    (THROTTLED, "Store calls that were throttled and retried"),
+    (QUERIES, "Index queries sent"),
+    (
+        DELETE_MODE_FALLBACKS,
+        "Falls back from PartiQL batches to DeleteItem after the store refused PartiQL",
+    ),
+    (
+        LEASE_CHANGES,
+        "Lease changes of this worker: acquired, stolen, lost, released",
+    ),
+    (
+        THROTTLED_BY_SCOPE,
+        "Throttled deletes by what refused them (DynamoDB's ThrottlingReasons)",
+    ),
+];
+
+/// Each gauge's description in `/metrics`.
+const GAUGE_HELP: &[(&str, &str)] = &[
+    (BACKLOG, "Items known due and not yet deleted"),
+    (SCHEDULED, "Items read ahead, waiting for their expiry"),
+    (LEASES_HELD, "Shard leases this worker holds and reads"),
+    (
+        LEASES,
+        "Shard leases in the lease table (the fleet's shards)",
+    ),
+    (
+        SHARDS,
+        "The shard count this worker was started with (--shards)",
+    ),
+    (
+        SHARDS_STALLED,
+        "Shards with due items and no lease holder for half a lease duration, seen by this worker",
+    ),
+    (
+        CONCURRENCY_LIMIT,
+        "Adaptive limit on delete requests in flight (table-wide refusals and timeouts cut it)",
+    ),
+    (
+        TABLE_RATE_LIMIT,
+        "The table's send rate in items/s while whole-table refusals engage it (0: not engaged)",
+    ),
+    (
+        RETRY_RATE_LIMIT,
+        "The rate refused items go again in items/s while table partitions' refusals engage it (0: not engaged)",
+    ),
+    (
+        CAPACITY_UNITS_PER_SECOND,
+        "Capacity units consumed per second (ConsumedCapacity), averaged over about 10 s",
+    ),
+    (
+        BACKLOG_RATE_LIMIT,
+        "The backlog's delete rate in items/s under its capacity budget (0: no budget)",
+    ),
+    (
+        LANES_LIMITED,
+        "Shards sending under a limit of their own after their index partition refused deletes",
+    ),
+    (
+        LANE_RATE_LIMIT,
+        "A shard's own delete limit in items/s (0: lifted)",
+    ),
+];
+
+/// Each gauge in seconds, and its description in `/metrics`.
+const SECONDS_GAUGE_HELP: &[(&str, &str)] = &[
+    (
+        WATERMARK,
+        "Every due item with TTL at or before this epoch second is deleted",
+    ),
+    (
+        WATERMARK_DELAY,
+        "How far the overall watermark trails the clock",
+    ),
+    (
+        CLOCK_LEAD,
+        "Upper bound of this host's clock lead over the store's; deletes are held back by it",
+    ),
+    (
+        CLOCK_OFFSET,
+        "Estimated store clock minus this host's clock",
+    ),
+];

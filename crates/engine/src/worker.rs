@@ -39,12 +39,7 @@ where
                 _ = shutdown => {}
                 // A lease table that vanished or refuses access stops the worker, as a fatal
                 // store error does.
-                Some(Ok(e)) = async {
-                    match lease_failure {
-                        Some(failure) => Some(failure.await),
-                        None => std::future::pending().await,
-                    }
-                } => {
+                e = crate::lease::failed(lease_failure) => {
                     *lease_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
                 }
             }

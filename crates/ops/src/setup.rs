@@ -18,8 +18,8 @@ pub use capacity::{IndexCapacity, IndexPlan};
 use precise_ttl_core::TtlLayout;
 use precise_ttl_dynamodb::connect::Dynamo;
 use precise_ttl_dynamodb::error::{AdapterError, again_if_transient};
-use precise_ttl_dynamodb::table::TableShape;
 pub use precise_ttl_dynamodb::table::{KeyAttribute, KeyType};
+use precise_ttl_dynamodb::table::{TableShape, attribute, key_element};
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -409,19 +409,7 @@ fn check_names(
 }
 
 fn number_definition(name: &str) -> AttributeDefinition {
-    AttributeDefinition::builder()
-        .attribute_name(name)
-        .attribute_type(ScalarAttributeType::N)
-        .build()
-        .expect("name and type are set")
-}
-
-fn key_element(name: &str, role: AwsKeyRole) -> KeySchemaElement {
-    KeySchemaElement::builder()
-        .attribute_name(name)
-        .key_type(role)
-        .build()
-        .expect("name and role are set")
+    attribute(name, ScalarAttributeType::N)
 }
 
 fn index_keys(layout: &TtlLayout) -> Vec<KeySchemaElement> {
@@ -453,13 +441,7 @@ async fn create_table(
         (create.sort_key.as_ref(), AwsKeyRole::Range),
     ] {
         if let Some(key) = key {
-            definitions.push(
-                AttributeDefinition::builder()
-                    .attribute_name(&key.name)
-                    .attribute_type(key.kind.to_aws())
-                    .build()
-                    .expect("name and type are set"),
-            );
+            definitions.push(attribute(&key.name, key.kind.to_aws()));
             keys.push(key_element(&key.name, role));
         }
     }

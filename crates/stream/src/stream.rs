@@ -130,6 +130,11 @@ where
     }
 }
 
+/// `map_err` for a bench stream call: any failure is transient, with the SDK's whole context.
+fn sdk_error<E: std::error::Error>(operation: &'static str) -> impl FnOnce(E) -> AdapterError {
+    move |e| stream_error(operation, aws_sdk_dynamodb::error::DisplayErrorContext(e))
+}
+
 impl RemovalStream {
     /// Opens every shard of the table's latest stream at LATEST: only changes from now on.
     pub async fn open_latest(dynamo: &Dynamo, table: &str) -> Result<Self, AdapterError> {
@@ -144,12 +149,7 @@ impl RemovalStream {
             .stream_arn(&arn)
             .send()
             .await
-            .map_err(|e| {
-                stream_error(
-                    "DescribeStream",
-                    aws_sdk_dynamodb::error::DisplayErrorContext(e),
-                )
-            })?;
+            .map_err(sdk_error("DescribeStream"))?;
         let mut iterators = Vec::new();
         for shard in stream
             .stream_description()
@@ -165,12 +165,7 @@ impl RemovalStream {
                 .shard_iterator_type(ShardIteratorType::Latest)
                 .send()
                 .await
-                .map_err(|e| {
-                    stream_error(
-                        "GetShardIterator",
-                        aws_sdk_dynamodb::error::DisplayErrorContext(e),
-                    )
-                })?;
+                .map_err(sdk_error("GetShardIterator"))?;
             iterators.push(it.shard_iterator().map(str::to_string));
         }
         Ok(RemovalStream {
@@ -193,12 +188,7 @@ impl RemovalStream {
                 .limit(1000)
                 .send()
                 .await
-                .map_err(|e| {
-                    stream_error(
-                        "GetRecords",
-                        aws_sdk_dynamodb::error::DisplayErrorContext(e),
-                    )
-                })?;
+                .map_err(sdk_error("GetRecords"))?;
             *slot = out.next_shard_iterator().map(str::to_string);
             for record in out.records() {
                 let kind = match record.event_name() {

@@ -8,9 +8,9 @@ use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region, retry::Retr
 use aws_sdk_dynamodb::operation::create_table::builders::CreateTableFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue as Av;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BatchStatementRequest, BillingMode, CreateGlobalSecondaryIndexAction,
-    GlobalSecondaryIndex, GlobalSecondaryIndexUpdate, KeySchemaElement, KeyType, Projection,
-    ProjectionType, ReturnConsumedCapacity, ScalarAttributeType,
+    BatchStatementRequest, BillingMode, CreateGlobalSecondaryIndexAction, GlobalSecondaryIndex,
+    GlobalSecondaryIndexUpdate, KeyType, Projection, ProjectionType, ReturnConsumedCapacity,
+    ScalarAttributeType,
 };
 use precise_ttl_sim::{
     IndexSpec, Item, KeySpec, ScalarType, SimConfig, Simulator, TableSpec, Value,
@@ -51,21 +51,7 @@ pub fn n(v: impl ToString) -> Av {
     Av::N(v.to_string())
 }
 
-pub fn attribute(name: &str, t: ScalarAttributeType) -> AttributeDefinition {
-    AttributeDefinition::builder()
-        .attribute_name(name)
-        .attribute_type(t)
-        .build()
-        .unwrap()
-}
-
-pub fn key(name: &str, t: KeyType) -> KeySchemaElement {
-    KeySchemaElement::builder()
-        .attribute_name(name)
-        .key_type(t)
-        .build()
-        .unwrap()
-}
+pub use precise_ttl_dynamodb::table::{attribute, key_element as key};
 
 fn keys_only() -> Projection {
     Projection::builder()

@@ -16,8 +16,8 @@ pub mod running;
 
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, DeleteRequest, KeySchemaElement, KeyType,
-    ReturnConsumedCapacity, ScalarAttributeType, WriteRequest,
+    AttributeValue, BillingMode, DeleteRequest, KeyType, ReturnConsumedCapacity,
+    ScalarAttributeType, WriteRequest,
 };
 use precise_ttl_core::queue::{EntryKey, KeyDigest, sort_bounds};
 use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Shard, ShardCount, TtlLayout};
@@ -25,7 +25,7 @@ use precise_ttl_dynamodb::connect::Dynamo;
 use precise_ttl_dynamodb::error::{AdapterError, store_error};
 use precise_ttl_dynamodb::item::ItemKey;
 use precise_ttl_dynamodb::store::{DynamoStore, record_capacity};
-use precise_ttl_dynamodb::table::TableShape;
+use precise_ttl_dynamodb::table::{TableShape, attribute, key_element};
 use precise_ttl_engine::{DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError};
 use std::collections::HashMap;
 
@@ -76,20 +76,6 @@ impl QueueTable {
         if let Some(shape) = TableShape::describe(&self.dynamo, &self.name).await? {
             return check_keys(&shape).map(|()| false);
         }
-        let attribute = |name: &str, kind| {
-            AttributeDefinition::builder()
-                .attribute_name(name)
-                .attribute_type(kind)
-                .build()
-                .expect("name and type are set")
-        };
-        let key = |name: &str, kind| {
-            KeySchemaElement::builder()
-                .attribute_name(name)
-                .key_type(kind)
-                .build()
-                .expect("name and type are set")
-        };
         self.dynamo
             .query
             .create_table()
@@ -97,8 +83,8 @@ impl QueueTable {
             .billing_mode(BillingMode::PayPerRequest)
             .attribute_definitions(attribute(SHARD, ScalarAttributeType::N))
             .attribute_definitions(attribute(DUE, ScalarAttributeType::S))
-            .key_schema(key(SHARD, KeyType::Hash))
-            .key_schema(key(DUE, KeyType::Range))
+            .key_schema(key_element(SHARD, KeyType::Hash))
+            .key_schema(key_element(DUE, KeyType::Range))
             .send()
             .await
             .map_err(|e| {

@@ -93,12 +93,7 @@ impl Running {
             let stop = async move {
                 tokio::select! {
                     _ = stopped => {}
-                    Some(Ok(e)) = async {
-                        match lease_failure {
-                            Some(f) => Some(f.await),
-                            None => std::future::pending().await,
-                        }
-                    } => {
+                    e = precise_ttl_engine::lease::failed(lease_failure) => {
                         let _ = lease_failed.send(e);
                     }
                 }

@@ -25,40 +25,27 @@ pub(super) async fn load_checkpoints(
     arn: &str,
 ) -> Result<HashMap<String, Checkpoint>, AdapterError> {
     let mut out = HashMap::new();
-    let mut start = None;
-    loop {
-        let page = dynamo
-            .query
-            .query()
-            .table_name(checkpoint_table)
-            .key_condition_expression("#s = :s")
-            .expression_attribute_names("#s", STREAM)
-            .expression_attribute_values(":s", AttributeValue::S(arn.to_string()))
-            .consistent_read(true)
-            .set_exclusive_start_key(start)
-            .send()
+    let stream = AttributeValue::S(arn.to_string());
+    let items =
+        precise_ttl_dynamodb::control::read_partition(dynamo, checkpoint_table, STREAM, stream)
             .await
             .map_err(|e| AdapterError::from_sdk("Query", &dynamo.describe_endpoint(), e))?;
-        for item in page.items() {
-            let Some(AttributeValue::S(shard)) = item.get(SHARD) else {
-                continue;
-            };
-            out.insert(
-                shard.clone(),
-                Checkpoint {
-                    sequence: match item.get(SEQUENCE) {
-                        Some(AttributeValue::S(s)) => Some(s.clone()),
-                        _ => None,
-                    },
-                    finished: matches!(item.get(FINISHED), Some(AttributeValue::Bool(true))),
+    for item in &items {
+        let Some(AttributeValue::S(shard)) = item.get(SHARD) else {
+            continue;
+        };
+        out.insert(
+            shard.clone(),
+            Checkpoint {
+                sequence: match item.get(SEQUENCE) {
+                    Some(AttributeValue::S(s)) => Some(s.clone()),
+                    _ => None,
                 },
-            );
-        }
-        start = page.last_evaluated_key;
-        if start.is_none() {
-            return Ok(out);
-        }
+                finished: matches!(item.get(FINISHED), Some(AttributeValue::Bool(true))),
+            },
+        );
     }
+    Ok(out)
 }
 
 pub(super) async fn save_checkpoint(
