@@ -178,16 +178,7 @@ pub struct BenchArgs {
 /// hands to [`BenchArgs::config`] (a flag of the bench's own by that name would clash with it).
 /// With stream-queue the report adds the delay from an item's write to its queue entry and the
 /// entries missing at the end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IndexLayout {
-    /// Ours: a sparse index on (shard Number, TTL)
-    Sharded,
-    /// The 2022 blog's: an index on (expirationWindow String, TTL)
-    BlogWindow,
-    /// Issue 29's expiry queue: no index; the daemon's indexer tails the table's stream (new and
-    /// old images) into a queue table of its own
-    StreamQueue,
-}
+pub use precise_ttl_engine::settings::IndexLayout;
 
 /// `bench --simulated`: a simulated DynamoDB at real-table scale instead of DynamoDB Local.
 #[derive(Debug, Args)]

@@ -94,7 +94,7 @@ pub async fn run(global: &Global, args: &BenchArgs) -> anyhow::Result<Outcome> {
         )
         .into());
     }
-    let mut config = args.config(global.layout()?, global.index_layout.into(), exe)?;
+    let mut config = args.config(global.layout()?, global.index_layout, exe)?;
     config.argv = std::env::args().collect();
     // The checkout this binary was built from; an installed binary whose sources are gone
     // records "unknown".

@@ -57,7 +57,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> anyhow::Result<Outcome> {
             })??,
         None => crate::wiring::open_archive(&args.archive, global).await?,
     };
-    let mode = args.delete_mode.mode();
+    let mode = args.delete_mode;
     let stopped_early = || {
         println!("stopped before the store could be reached: nothing deleted");
         Ok(Outcome::Success)

@@ -23,21 +23,9 @@ const KEY_CONDITION: &str = "#shard = :shard AND #ttl BETWEEN :oldest AND :now";
 // BETWEEN on Number operands is false for a String or missing attribute; `attribute_type` says
 // the rule out loud rather than leaning on that.
 
-/// How deletes are sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum DeleteMode {
-    /// One conditional `DeleteItem` per item.
-    #[default]
-    Single,
-    /// PartiQL `BatchExecuteStatement`: up to 25 conditional `DELETE`s per request, each with
-    /// its own outcome. Same write capacity per item; fewer requests when many are due at once.
-    Batch,
-    /// `Batch`, until the store refuses PartiQL for good: access denied (a role with
-    /// `dynamodb:DeleteItem` but not `dynamodb:PartiQLDelete`), a validation error, or an
-    /// implementation without PartiQL that answers 5xx to every batch while `DeleteItem` works.
-    /// Then `Single` for the rest of the process, said once in the log and in a metric.
-    Auto,
-}
+/// How deletes are sent: a setting's value, defined with its name and parser in the engine's
+/// settings (`run` and the Lambda read it alike).
+pub use precise_ttl_engine::settings::DeleteMode;
 
 /// Whole batch calls that failed with 5xx in a row before `Auto` tries `DeleteItem` instead.
 const BATCH_5XX_BEFORE_PROBE: u32 = 3;

@@ -8,6 +8,14 @@
 //! [`DaemonSettings::daemon_config`] is the one mapping from checked settings to a
 //! [`DaemonConfig`], for both. A minimum or default changed here changes everywhere at once.
 
+mod fleet;
+mod run;
+mod table;
+
+pub use fleet::*;
+pub use run::*;
+pub use table::*;
+
 use crate::DaemonConfig;
 use precise_ttl_core::capacity::{self, WriteCapacity};
 use precise_ttl_core::parse_duration;

@@ -7,7 +7,7 @@ use super::{
     ArchiveArg, BlogArgs, DeleteConcurrency, Fleet, HealthUrl, IndexPage, IndexerCheckpoints,
     LeaseTableArg, Retries, ScanSegments, SinkTuning, duration, heading, long_help, positive_rate,
 };
-use clap::{Args, ValueEnum};
+use clap::Args;
 use precise_ttl_core::{Backoff, TtlLayout};
 use precise_ttl_engine::{SweepConfig, settings};
 use precise_ttl_ops::KeyAttribute;
@@ -160,8 +160,9 @@ pub struct RunArgs {
           help = settings::DELETE_MODE.meaning, help_heading = heading::DELETES,
           long_help = long_help(settings::DELETE_MODE, "\
 A batch is sent when several items are due at once (one alone otherwise); auto says once, when \
-the store refuses PartiQL, that it falls back to DeleteItem"))]
-    pub delete_mode: DeleteModeArg,
+the store refuses PartiQL, that it falls back to DeleteItem"),
+          value_parser = crate::choice::<settings::DeleteMode>())]
+    pub delete_mode: settings::DeleteMode,
 
     #[arg(long, env = "PRECISE_TTL_BATCH_LINGER", value_parser = duration,
           default_value = settings::BATCH_LINGER.default, help = settings::BATCH_LINGER.meaning,
@@ -239,6 +240,23 @@ impl RunArgs {
         Ok(daemon)
     }
 
+    /// Everything `run` shares with the Lambda, as these flags and the global ones give it: the
+    /// one conversion from the command line to [`settings::RunSettings`] (which the Lambda reads
+    /// with `RunSettings::from_lookup`).
+    pub fn run_settings(
+        &self,
+        global: &super::Global,
+    ) -> Result<settings::RunSettings, super::UsageError> {
+        Ok(settings::RunSettings {
+            table: global.table()?.to_string(),
+            layout: global.layout()?,
+            index: global.index()?,
+            delete_mode: self.delete_mode,
+            fleet: self.fleet.settings(),
+            daemon: self.daemon_settings()?,
+        })
+    }
+
     /// How long without a successful index read before /healthz answers 503.
     pub fn unhealthy_after(&self) -> Duration {
         self.unhealthy_after
@@ -266,29 +284,6 @@ impl RunArgs {
                 this,
             }
         })
-    }
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum DeleteModeArg {
-    /// One conditional DeleteItem per item (needs dynamodb:DeleteItem)
-    Single,
-    /// PartiQL batches only (needs dynamodb:PartiQLDelete); a store that refuses them stops the
-    /// daemon
-    Batch,
-    /// Batches, and DeleteItem for good once the store refuses PartiQL (access denied, no
-    /// PartiQL support)
-    Auto,
-}
-
-impl DeleteModeArg {
-    pub fn mode(self) -> precise_ttl_dynamodb::DeleteMode {
-        use precise_ttl_dynamodb::DeleteMode;
-        match self {
-            DeleteModeArg::Single => DeleteMode::Single,
-            DeleteModeArg::Batch => DeleteMode::Batch,
-            DeleteModeArg::Auto => DeleteMode::Auto,
-        }
     }
 }
 

@@ -1,5 +1,5 @@
 //! The flag groups several commands share (one flag, one meaning, one default and range wherever
-//! it appears), the index layouts, and what each group gives the library that owns its concern:
+//! it appears), and what each group gives the library that owns its concern:
 //! the blog window's options, the lease settings, the archive's sink options.
 
 use super::{Global, duration, heading, long_help};
@@ -8,30 +8,8 @@ use precise_ttl_core::{WindowFormat, WindowSpec};
 use precise_ttl_dynamodb::BlogOptions;
 use precise_ttl_engine::host::ThisProcess;
 use precise_ttl_engine::lease::LeaseConfig;
-use precise_ttl_engine::settings;
+use precise_ttl_engine::settings::{self, FleetSettings};
 use std::time::Duration;
-
-/// Which index is swept.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum IndexLayout {
-    /// Ours: a sparse index on (shard Number, TTL); writers add the shard attribute
-    Sharded,
-    /// Writers unchanged: precise-ttl's queue table, fed from the table's stream
-    StreamQueue,
-    /// The 2022 blog's: an index on (expirationWindow String, TTL)
-    BlogWindow,
-}
-
-impl IndexLayout {
-    /// The flag's value, for messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            IndexLayout::Sharded => "sharded",
-            IndexLayout::StreamQueue => "stream-queue",
-            IndexLayout::BlogWindow => "blog-window",
-        }
-    }
-}
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum WindowFormatArg {
@@ -154,20 +132,23 @@ pub struct Fleet {
 Heartbeats every third of it; a worker stops reading a lease not renewed for half of it"))]
     pub lease_duration: Duration,
 
-    /// This worker's name in the lease table. The default names the process (host, PID, start
-    /// time, user, boot, PID namespace), so a restart on the same host proves its predecessor
-    /// dead and takes its leases at once. Set it to a name that stays the same across restarts
-    /// (a Kubernetes pod's name) or leave it; never give two running workers one name
-    #[arg(long, env = "PRECISE_TTL_WORKER_ID")]
+    #[arg(long, env = "PRECISE_TTL_WORKER_ID", help = settings::WORKER_ID.meaning)]
     pub worker_id: Option<String>,
 
-    /// Work alone, without leases: every shard, whatever other processes do (deletes stay
-    /// conditional, so two such processes are safe, only wasteful)
-    #[arg(long, env = "PRECISE_TTL_NO_LEASES")]
+    #[arg(long, env = "PRECISE_TTL_NO_LEASES", help = settings::NO_LEASES.meaning)]
     pub no_leases: bool,
 }
 
 impl Fleet {
+    /// The fleet's settings these flags give, as the Lambda reads them.
+    pub fn settings(&self) -> FleetSettings {
+        FleetSettings {
+            lease_table: (!self.no_leases).then(|| self.table.lease_table.clone()),
+            lease_duration: self.lease_duration,
+            worker_id: self.worker_id.clone(),
+        }
+    }
+
     /// This worker's lease settings, and the process check that proves a predecessor dead.
     pub fn lease_config(&self) -> (LeaseConfig, Option<ThisProcess>) {
         let host = nix::unistd::gethostname()
@@ -178,12 +159,12 @@ impl Fleet {
         // leases at once (precise_ttl_core::owner); a name given by hand is stable across
         // restarts already, and a previous incarnation's leases are taken back at once under it.
         let this = ThisProcess::identify(&host);
-        let worker = match (&self.worker_id, &this) {
-            (Some(id), _) => id.clone(),
-            (None, Some(this)) => this.identity().to_string(),
-            (None, None) => format!("{host}-{}", std::process::id()),
-        };
-        (LeaseConfig::new(worker, self.lease_duration), this)
+        let fleet = self.settings();
+        let worker = fleet.worker(|| match &this {
+            Some(this) => this.identity().to_string(),
+            None => format!("{host}-{}", std::process::id()),
+        });
+        (fleet.lease_config(worker), this)
     }
 }
 

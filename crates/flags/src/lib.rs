@@ -21,8 +21,9 @@ pub use groups::*;
 pub use health::*;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use precise_ttl_core::{ShardCount, TtlLayout};
+use precise_ttl_core::TtlLayout;
 use precise_ttl_engine::settings;
+pub use precise_ttl_engine::settings::{DeleteMode, IndexLayout};
 use std::time::Duration;
 
 const ABOUT: &str =
@@ -89,8 +90,8 @@ pub struct Global {
           help_heading = heading::OUTPUT)]
     pub config: Option<std::path::PathBuf>,
 
-    /// The DynamoDB table to work on
     #[arg(long, env = "PRECISE_TTL_TABLE", global = true, help_heading = heading::TABLE,
+          help = settings::TABLE.meaning,
           value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub table: Option<String>,
 
@@ -112,17 +113,13 @@ pub struct Global {
           default_value = settings::INDEX_NAME.default, help = settings::INDEX_NAME.meaning)]
     pub index_name: String,
 
-    /// Which index lists the due items: sharded (ours: writers add the shard attribute, `setup`
-    /// adds the index), stream-queue (writers unchanged: precise-ttl's queue table, fed from the
-    /// table's stream; docs/adoption.md) or blog-window (the 2022 blog's expirationWindow index as
-    /// it stands, named by --index-name)
-    #[arg(long, env = "PRECISE_TTL_INDEX_LAYOUT", global = true, default_value = "sharded",
-          help_heading = heading::TABLE)]
+    #[arg(long, env = "PRECISE_TTL_INDEX_LAYOUT", global = true, help_heading = heading::TABLE,
+          default_value = settings::INDEX_LAYOUT.default, help = settings::INDEX_LAYOUT.meaning,
+          value_parser = choice::<IndexLayout>())]
     pub index_layout: IndexLayout,
 
-    /// stream-queue: precise-ttl's queue table (default: <table>-precise-ttl-queue)
     #[arg(long, env = "PRECISE_TTL_QUEUE_TABLE", global = true, value_name = "NAME",
-          help_heading = heading::TABLE,
+          help_heading = heading::TABLE, help = settings::QUEUE_TABLE.meaning,
           value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub queue_table: Option<String>,
 
@@ -199,23 +196,32 @@ impl Global {
         }
     }
 
+    /// The table's layout, built and refused as the Lambda's is.
     pub fn layout(&self) -> Result<TtlLayout, UsageError> {
-        let shards = ShardCount::new(self.shards).map_err(UsageError::of)?;
-        TtlLayout::new(
-            self.ttl_attribute.clone(),
-            self.shard_attribute.clone(),
-            self.index_name.clone(),
-            shards,
+        settings::ttl_layout(
+            &self.ttl_attribute,
+            &self.shard_attribute,
+            &self.index_name,
+            self.shards,
         )
         .map_err(UsageError::of)
     }
 
     /// The queue table of the stream-queue layout.
     pub fn queue_table(&self) -> Result<String, UsageError> {
-        Ok(match &self.queue_table {
-            Some(name) => name.clone(),
-            None => precise_ttl_stream::queue::default_queue_table(self.table()?),
-        })
+        Ok(settings::queue_table(
+            self.queue_table.as_deref(),
+            self.table()?,
+        ))
+    }
+
+    /// What `--index-layout` reads for the table, its queue table resolved.
+    pub fn index(&self) -> Result<settings::Index, UsageError> {
+        Ok(settings::Index::of(
+            self.index_layout,
+            self.queue_table.as_deref(),
+            self.table()?,
+        ))
     }
 
     /// Refuses a layout `command` does not work with, in one line.
@@ -376,6 +382,20 @@ line: exit 0 when it answers 200, 1 when it answers anything else, does not answ
 // The parsers of durations, rates and ranges are the settings' (one minimum everywhere).
 pub use precise_ttl_engine::settings::{duration, positive_rate};
 
+/// The parser of a setting whose values are names (`--index-layout`, `--delete-mode`): the
+/// settings' values, each with its help line, as clap lists them; one definition for the flag
+/// and the Lambda.
+pub fn choice<T: settings::Choice + Send + Sync>() -> impl clap::builder::TypedValueParser<Value = T>
+{
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(
+        T::ALL
+            .iter()
+            .map(|v| PossibleValue::new(v.name()).help(v.meaning())),
+    )
+    .try_map(|name| T::parse(&name))
+}
+
 /// `http://host[:port]` or `https://…`: anything else would only fail later, deep in the SDK.
 fn endpoint_url(text: &str) -> Result<String, String> {
     let rest = text
@@ -389,16 +409,4 @@ fn endpoint_url(text: &str) -> Result<String, String> {
         ));
     }
     Ok(text.trim_end_matches('/').to_string())
-}
-
-/// The bench's layout is the global `--index-layout`, as `run`'s is.
-#[cfg(feature = "bench")]
-impl From<IndexLayout> for precise_ttl_bench_driver::cli::IndexLayout {
-    fn from(layout: IndexLayout) -> Self {
-        match layout {
-            IndexLayout::Sharded => Self::Sharded,
-            IndexLayout::BlogWindow => Self::BlogWindow,
-            IndexLayout::StreamQueue => Self::StreamQueue,
-        }
-    }
 }

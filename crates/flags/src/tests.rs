@@ -1,46 +1,76 @@
 //! One meaning per flag, one settings source: `run`'s flags and the Lambda's settings give the
-//! same daemon configuration and refuse the same values, and every flag of every command follows
-//! the environment rule and has one default and one help line wherever its name appears.
+//! same settings (the table's layout, the index layout and queue table, the delete mode, the
+//! fleet, the daemon configuration) and refuse the same values, and every flag of every command
+//! follows the environment rule and has one default and one help line wherever its name appears.
 
 use super::{Cli, Command};
-use clap::{CommandFactory, Parser};
+use clap::{ArgAction, CommandFactory, FromArgMatches};
 use precise_ttl_core::capacity::WriteCapacity;
-use precise_ttl_engine::settings::{self, DaemonSettings};
+use precise_ttl_engine::settings::{self, RunSettings};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The table's capacity both sides are configured for.
 const CAPACITY: WriteCapacity = WriteCapacity::Provisioned(4_000);
 
-/// `precise-ttl run --<name> <value> …`'s daemon configuration, or why it was refused.
-fn cli(settings: &[(&str, &str)]) -> Result<String, String> {
+/// What both sides are compared on: the shared settings, the lease configuration (the worker's
+/// default name is each host's own) and the daemon's configuration.
+fn describe(run: RunSettings) -> String {
+    let worker = run.fleet.worker(|| "the host's default".into());
+    format!(
+        "{run:?}\n{:?}\n{:?}",
+        run.fleet.lease_config(worker),
+        run.daemon.daemon_config(CAPACITY)
+    )
+}
+
+/// `precise-ttl run --table t --<name>=<value> …`'s settings, or why they were refused. A switch
+/// (`no-leases`) takes no value on the command line: its value is given as its variable's or the
+/// config file's would be, as the flag's default.
+fn cli(settings: &[(&str, &'static str)]) -> Result<String, String> {
+    let mut command = Cli::command();
     let mut argv = vec![
         "precise-ttl".to_string(),
         "run".into(),
         "--table".into(),
         "t".into(),
     ];
-    for (name, value) in settings {
-        argv.push(format!("--{name}={value}"));
+    for &(name, value) in settings {
+        let run = command.find_subcommand("run").expect("run");
+        let switch = run
+            .get_arguments()
+            .find(|a| a.get_long() == Some(name))
+            .filter(|a| matches!(a.get_action(), ArgAction::SetTrue))
+            .map(|a| a.get_id().clone());
+        match switch {
+            Some(id) => {
+                command =
+                    command.mut_subcommand("run", |r| r.mut_arg(id, |a| a.default_value(value)))
+            }
+            None => argv.push(format!("--{name}={value}")),
+        }
     }
-    let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+    let matches = command
+        .try_get_matches_from(argv)
+        .map_err(|e| e.to_string())?;
+    let cli = Cli::from_arg_matches(&matches).map_err(|e| e.to_string())?;
     let Command::Run(args) = cli.command else {
         unreachable!("parsed as run")
     };
-    let settings = args.daemon_settings().map_err(|e| e.to_string())?;
-    Ok(format!("{:?}", settings.daemon_config(CAPACITY)))
+    let run = args.run_settings(&cli.global).map_err(|e| e.to_string())?;
+    Ok(describe(run))
 }
 
-/// The Lambda's: its environment and event are read by `DaemonSettings::from_lookup` (see
+/// The Lambda's: its environment and event are read by `RunSettings::from_lookup` (see
 /// `precise_ttl_lambda::config`, whose own tests hold it to that).
 fn lambda(settings: &[(&str, &str)]) -> Result<String, String> {
     let given: BTreeMap<&str, &str> = settings.iter().copied().collect();
-    let settings = DaemonSettings::from_lookup(|name| given.get(name).map(|v| v.to_string()))
+    let run = RunSettings::from_lookup("t".into(), |name| given.get(name).map(|v| v.to_string()))
         .map_err(|e| e.to_string())?;
-    Ok(format!("{:?}", settings.daemon_config(CAPACITY)))
+    Ok(describe(run))
 }
 
 #[test]
-fn run_and_the_lambda_make_the_same_daemon_config_from_the_same_values() {
+fn run_and_the_lambda_make_the_same_settings_from_the_same_values() {
     let cases: &[&[(&str, &str)]] = &[
         &[],
         &[("poll-interval", "250ms"), ("lookback", "500ms")],
@@ -52,6 +82,28 @@ fn run_and_the_lambda_make_the_same_daemon_config_from_the_same_values() {
         &[("backlog-budget", "0.25"), ("table-write-capacity", "8000")],
         &[("batch-linger", "5ms"), ("stray-check-interval", "0s")],
         &[("stray-check-interval", "1m")],
+        &[
+            ("shards", "8"),
+            ("ttl-attribute", "expires"),
+            ("shard-attribute", "bucket"),
+            ("index-name", "by-expiry"),
+        ],
+        &[("shards", "1024")],
+        &[("index-layout", "sharded")],
+        &[("index-layout", "stream-queue")],
+        &[("index-layout", "stream-queue"), ("queue-table", "q")],
+        // Ignored by the sharded layout on both sides.
+        &[("index-layout", "sharded"), ("queue-table", "q")],
+        &[("index-layout", "blog-window")],
+        &[("delete-mode", "single")],
+        &[("delete-mode", "batch")],
+        &[("delete-mode", "auto")],
+        &[("lease-table", "leases"), ("lease-duration", "30s")],
+        &[("lease-duration", "1s")],
+        &[("lease-duration", "10m")],
+        &[("no-leases", "true")],
+        &[("no-leases", "false"), ("worker-id", "pod-0")],
+        &[("no-leases", "true"), ("lease-table", "ignored")],
     ];
     for case in cases {
         let (cli, lambda) = (cli(case), lambda(case));
@@ -79,6 +131,23 @@ fn run_and_the_lambda_refuse_the_same_values() {
         &[("backlog-budget", "1.5")],
         &[("table-write-capacity", "0")],
         &[("batch-linger", "-1s")],
+        &[("shards", "0")],
+        &[("shards", "1025")],
+        &[("shards", "many")],
+        &[("shard-attribute", "ttl")],
+        &[("ttl-attribute", "expires"), ("shard-attribute", "expires")],
+        &[("index-name", "ix")],
+        &[("index-name", "by expiry")],
+        &[("index-layout", "queue")],
+        &[("index-layout", "Sharded")],
+        &[("delete-mode", "fast")],
+        &[("delete-mode", "Batch")],
+        &[("lease-duration", "500ms")],
+        &[("lease-duration", "1h")],
+        &[("lease-duration", "soon")],
+        &[("no-leases", "1")],
+        &[("no-leases", "yes")],
+        &[("no-leases", "maybe")],
     ];
     for case in cases {
         assert!(cli(case).is_err(), "run accepted {case:?}");
@@ -86,13 +155,28 @@ fn run_and_the_lambda_refuse_the_same_values() {
     }
 }
 
-/// Every daemon setting is a `run` flag of that name, with the setting's variable, default and
-/// help line.
+/// Every setting `run` shares with the Lambda is a `run` flag of that name, with the setting's
+/// variable, default and help line; a setting whose values are names offers the settings' own.
 #[test]
 fn run_s_flags_are_the_settings() {
-    let run = Cli::command();
-    let run = run.find_subcommand("run").expect("run");
-    for setting in settings::DAEMON {
+    let mut command = Cli::command();
+    command.build();
+    let run = command.find_subcommand("run").expect("run");
+    let shared = [
+        settings::TABLE,
+        settings::TTL_ATTRIBUTE,
+        settings::SHARD_ATTRIBUTE,
+        settings::SHARDS,
+        settings::INDEX_NAME,
+        settings::INDEX_LAYOUT,
+        settings::QUEUE_TABLE,
+        settings::LEASE_TABLE,
+        settings::LEASE_DURATION,
+        settings::NO_LEASES,
+        settings::WORKER_ID,
+        settings::DELETE_MODE,
+    ];
+    for setting in shared.iter().chain(settings::DAEMON) {
         let arg = run
             .get_arguments()
             .find(|a| a.get_long() == Some(setting.name))
@@ -117,6 +201,25 @@ fn run_s_flags_are_the_settings() {
             setting.name
         );
     }
+    let values = |name: &str| -> Vec<(String, String)> {
+        let arg = run.get_arguments().find(|a| a.get_long() == Some(name));
+        arg.expect(name)
+            .get_possible_values()
+            .iter()
+            .map(|v| {
+                let help = v.get_help().map(|h| h.to_string()).unwrap_or_default();
+                (v.get_name().to_string(), help)
+            })
+            .collect()
+    };
+    fn offered<T: settings::Choice>() -> Vec<(String, String)> {
+        T::ALL
+            .iter()
+            .map(|v| (v.name().to_string(), v.meaning().to_string()))
+            .collect()
+    }
+    assert_eq!(values("index-layout"), offered::<settings::IndexLayout>());
+    assert_eq!(values("delete-mode"), offered::<settings::DeleteMode>());
     assert_eq!(
         settings::LEASE_TABLE.default,
         Some(precise_ttl_dynamodb::DEFAULT_LEASE_TABLE)

@@ -2,21 +2,25 @@
 //! (`PRECISE_TTL_TABLE`, `PRECISE_TTL_SHARDS`, …), overridden per invocation by the event's keys
 //! (the flag names: `table`, `shards`, `poll-interval`, …).
 //!
-//! Every setting the daemon shares with `run` (defaults, ranges, minimums, names) is
-//! `precise_ttl_engine::settings`'; the daemon's configuration comes from
-//! [`DaemonSettings::daemon_config`], the function `run` uses. Only what `run` has no flag for
-//! (`safety-margin`) is defined here.
+//! Every setting the function shares with `run` (the table's layout, the index layout and queue
+//! table, the delete mode, the fleet, the daemon's: defaults, ranges, minimums, names, parsers)
+//! is `precise_ttl_engine::settings`', read through [`RunSettings::from_lookup`]; the daemon's
+//! configuration comes from [`DaemonSettings::daemon_config`], the function `run` uses. Defined
+//! here: what `run` has no flag for (`safety-margin`), the function's refusal of the blog
+//! window's layout, and the worker's default name (the execution environment's log stream, in
+//! [`crate::invoke`]).
 //!
 //! `index-layout` picks what the daemon reads: `sharded` (the default, the shard index
 //! `precise-ttl setup` adds) or `stream-queue` (issue 29: precise-ttl's queue table, named by
 //! `queue-table`, default `<table>-precise-ttl-queue`). The layout also decides what a DynamoDB
 //! Streams batch is for ([`StreamRole`]).
 
-use precise_ttl_core::{ShardCount, TtlLayout};
-use precise_ttl_dynamodb::DeleteMode;
+use precise_ttl_core::TtlLayout;
 use precise_ttl_engine::DaemonConfig;
-use precise_ttl_engine::settings::{self, DaemonSettings, Invalid, Setting, SettingError};
-use precise_ttl_stream::queue::default_queue_table;
+use precise_ttl_engine::settings::{
+    self, Choice as _, DaemonSettings, DeleteMode, FleetSettings, Index, Invalid, LayoutInvalid,
+    RunSettings, RunSettingsError, Setting, SettingError,
+};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use thiserror::Error;
@@ -27,12 +31,6 @@ pub const SAFETY_MARGIN: Setting = Setting {
     default: Some("2s"),
     meaning: "Stop this long before the invocation's deadline: deletes in flight drain in half of it, leases are released and the report returned in the rest",
 };
-
-const TABLE: &str = "table";
-const INDEX_LAYOUT: &str = "index-layout";
-const QUEUE_TABLE: &str = "queue-table";
-const NO_LEASES: &str = "no-leases";
-const WORKER_ID: &str = "worker-id";
 
 /// Every setting the function reads, by its flag name (the environment variable is
 /// `PRECISE_TTL_` + the name in upper snake case). Spelt out for `scripts/check-deploy`, which
@@ -64,7 +62,7 @@ pub const SETTINGS: &[&str] = &[
     "stray-check-interval",
 ];
 
-/// What the daemon reads to find the items that are due.
+/// What the daemon reads to find the items that are due: the layouts the function sweeps.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IndexLayout {
     /// The shard index (a GSI on the shard and TTL attributes the writers set).
@@ -90,25 +88,30 @@ pub enum StreamRole {
 /// The role of stream batches under `env`'s layout (only `PRECISE_TTL_INDEX_LAYOUT` is read:
 /// the archive consumer needs no other setting).
 pub fn stream_role(env: &BTreeMap<String, String>) -> Result<StreamRole, ConfigError> {
-    let layout = env.get(&settings::env_name(INDEX_LAYOUT));
-    Ok(match layout_is_queue(layout.map(String::as_str))? {
-        true => StreamRole::Index,
-        false => StreamRole::Archive,
+    let value = env
+        .get(&settings::INDEX_LAYOUT.env())
+        .filter(|v| !v.is_empty())
+        .map_or(settings::INDEX_LAYOUT.default.unwrap_or_default(), |v| v);
+    let layout = settings::IndexLayout::parse(value).map_err(|why| SettingError::Invalid {
+        name: settings::INDEX_LAYOUT.name,
+        why,
+    })?;
+    Ok(match layout {
+        settings::IndexLayout::StreamQueue => StreamRole::Index,
+        settings::IndexLayout::Sharded => StreamRole::Archive,
+        settings::IndexLayout::BlogWindow => return Err(blog_window_refused()),
     })
 }
 
-/// Whether `value` of `index-layout` names the stream-queue layout; other layouts are refused.
-fn layout_is_queue(value: Option<&str>) -> Result<bool, ConfigError> {
-    match value {
-        None | Some("") | Some("sharded") => Ok(false),
-        Some("stream-queue") => Ok(true),
-        Some(v) => Err(ConfigError::Invalid(SettingError::Invalid {
-            name: INDEX_LAYOUT,
-            why: Invalid(format!(
-                "{v:?} is not sharded or stream-queue (the function sweeps those two; blog-window runs with `precise-ttl run`)"
-            )),
-        })),
-    }
+/// The function's refusal of the blog window's layout, which `run` sweeps.
+fn blog_window_refused() -> ConfigError {
+    ConfigError::Invalid(SettingError::Invalid {
+        name: settings::INDEX_LAYOUT.name,
+        why: Invalid(
+            "the function sweeps sharded or stream-queue; blog-window runs with `precise-ttl run`"
+                .into(),
+        ),
+    })
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -117,8 +120,20 @@ pub enum ConfigError {
     NoTable,
     #[error(transparent)]
     Invalid(#[from] SettingError),
+    /// The table's layout, refused as `run` refuses it.
+    #[error(transparent)]
+    Layout(#[from] LayoutInvalid),
     #[error("unknown setting {0:?} in the event (known: {known})", known = SETTINGS.join(", "))]
     Unknown(String),
+}
+
+impl From<RunSettingsError> for ConfigError {
+    fn from(e: RunSettingsError) -> Self {
+        match e {
+            RunSettingsError::Setting(e) => ConfigError::Invalid(e),
+            RunSettingsError::Layout(e) => ConfigError::Layout(e),
+        }
+    }
 }
 
 /// What one invocation runs with.
@@ -128,10 +143,9 @@ pub struct LambdaConfig {
     pub layout: TtlLayout,
     /// The shard index, or the expiry queue.
     pub index: IndexLayout,
-    /// `None`: no leases (`no-leases`).
-    pub lease_table: Option<String>,
-    pub lease_duration: Duration,
-    pub worker_id: Option<String>,
+    /// The lease table (`None`: no leases), the lease duration and the worker's name (`None`:
+    /// the execution environment's log stream).
+    pub fleet: FleetSettings,
     pub delete_mode: DeleteMode,
     /// Stop this long before the invocation's deadline: in-flight deletes drain in half of it,
     /// leases are released and the report returned in the rest.
@@ -151,7 +165,8 @@ impl LambdaConfig {
         }
     }
 
-    /// From `env` (the process environment), with `overrides` (the event's settings) on top.
+    /// From `env` (the process environment), with `overrides` (the event's settings) on top:
+    /// `run`'s settings through [`RunSettings::from_lookup`], and the function's own.
     pub fn resolve(
         env: &BTreeMap<String, String>,
         overrides: &BTreeMap<String, String>,
@@ -168,86 +183,29 @@ impl LambdaConfig {
                 .or_else(|| env.get(&settings::env_name(name)).cloned())
                 .filter(|v| !v.is_empty())
         };
-        let invalid = |setting: Setting, why: Invalid| {
-            ConfigError::Invalid(SettingError::Invalid {
-                name: setting.name,
-                why,
-            })
+        let table = get(settings::TABLE.name).ok_or(ConfigError::NoTable)?;
+        let run = RunSettings::from_lookup(table, get)?;
+        let index = match run.index {
+            Index::Sharded => IndexLayout::Sharded,
+            Index::StreamQueue { queue_table } => IndexLayout::StreamQueue { queue_table },
+            Index::BlogWindow => return Err(blog_window_refused()),
         };
-        // A setting's value, else its default, through its parser.
-        let read = |setting: Setting| -> String {
-            get(setting.name)
-                .or(setting.default.map(str::to_string))
-                .unwrap_or_default()
-        };
-        let flag = |name: &'static str| -> Result<bool, ConfigError> {
-            match get(name).as_deref() {
-                None | Some("false") | Some("0") => Ok(false),
-                Some("true") | Some("1") => Ok(true),
-                Some(v) => Err(ConfigError::Invalid(SettingError::Invalid {
-                    name,
-                    why: Invalid(format!("{v:?} is not true or false")),
-                })),
-            }
-        };
-
-        let table = get(TABLE).ok_or(ConfigError::NoTable)?;
-        let index = match (
-            layout_is_queue(get(INDEX_LAYOUT).as_deref())?,
-            get(QUEUE_TABLE),
-        ) {
-            (true, queue) => IndexLayout::StreamQueue {
-                queue_table: queue.unwrap_or_else(|| default_queue_table(&table)),
-            },
-            (false, None) => IndexLayout::Sharded,
-            // A queue named for a sharded sweep is a half-made switch: say so rather than sweep
-            // the index and leave the queue unread.
-            (false, Some(queue)) => {
-                return Err(ConfigError::Invalid(SettingError::Invalid {
-                    name: QUEUE_TABLE,
-                    why: Invalid(format!(
-                        "{queue:?} is set but index-layout is sharded: set index-layout to stream-queue, or unset queue-table"
-                    )),
-                }));
-            }
-        };
-        let shards = settings::shards(&read(settings::SHARDS))
-            .map_err(|why| invalid(settings::SHARDS, why))?;
-        let shards = ShardCount::new(shards)
-            .map_err(|e| invalid(settings::SHARDS, Invalid(e.to_string())))?;
-        let layout = TtlLayout::new(
-            read(settings::TTL_ATTRIBUTE),
-            read(settings::SHARD_ATTRIBUTE),
-            read(settings::INDEX_NAME),
-            shards,
-        )
-        .map_err(|e| invalid(settings::TTL_ATTRIBUTE, Invalid(e.to_string())))?;
-        let lease_duration = settings::lease_duration(&read(settings::LEASE_DURATION))
-            .map_err(|why| invalid(settings::LEASE_DURATION, why))?;
-        let delete_mode = match read(settings::DELETE_MODE).as_str() {
-            "auto" => DeleteMode::Auto,
-            "batch" => DeleteMode::Batch,
-            "single" => DeleteMode::Single,
-            v => {
-                return Err(invalid(
-                    settings::DELETE_MODE,
-                    Invalid(format!("{v:?} is not auto, batch or single")),
-                ));
-            }
-        };
+        let safety_margin = get(SAFETY_MARGIN.name)
+            .or(SAFETY_MARGIN.default.map(str::to_string))
+            .unwrap_or_default();
         let safety_margin =
-            settings::duration(&read(SAFETY_MARGIN)).map_err(|why| invalid(SAFETY_MARGIN, why))?;
-        let daemon = DaemonSettings::from_lookup(get)?;
+            settings::duration(&safety_margin).map_err(|why| SettingError::Invalid {
+                name: SAFETY_MARGIN.name,
+                why,
+            })?;
         Ok(LambdaConfig {
-            table,
-            layout,
+            table: run.table,
+            layout: run.layout,
             index,
-            lease_table: (!flag(NO_LEASES)?).then(|| read(settings::LEASE_TABLE)),
-            lease_duration,
-            worker_id: get(WORKER_ID),
-            delete_mode,
+            fleet: run.fleet,
+            delete_mode: run.delete_mode,
             safety_margin,
-            settings: daemon,
+            settings: run.daemon,
         })
     }
 }
@@ -267,17 +225,17 @@ mod tests {
     #[test]
     fn the_list_names_every_setting_read() {
         let mut read: Vec<&str> = vec![
-            TABLE,
+            settings::TABLE.name,
             settings::TTL_ATTRIBUTE.name,
             settings::SHARD_ATTRIBUTE.name,
             settings::SHARDS.name,
             settings::INDEX_NAME.name,
-            INDEX_LAYOUT,
-            QUEUE_TABLE,
+            settings::INDEX_LAYOUT.name,
+            settings::QUEUE_TABLE.name,
             settings::LEASE_TABLE.name,
             settings::LEASE_DURATION.name,
-            NO_LEASES,
-            WORKER_ID,
+            settings::NO_LEASES.name,
+            settings::WORKER_ID.name,
             settings::DELETE_MODE.name,
             SAFETY_MARGIN.name,
         ];
@@ -326,12 +284,12 @@ mod tests {
         assert_eq!(c.table, "sessions");
         assert_eq!(c.layout.shards.get(), 8);
         assert_eq!(c.settings.poll_interval, Duration::from_millis(500));
-        assert_eq!(c.lease_table.as_deref(), Some(DEFAULT_LEASE_TABLE));
+        assert_eq!(c.fleet.lease_table.as_deref(), Some(DEFAULT_LEASE_TABLE));
         assert_eq!(c.delete_mode, DeleteMode::Auto);
         let c = LambdaConfig::resolve(&env, &map(&[("table", "carts"), ("no-leases", "true")]))
             .unwrap();
         assert_eq!(c.table, "carts");
-        assert_eq!(c.lease_table, None);
+        assert_eq!(c.fleet.lease_table, None);
     }
 
     #[test]
@@ -390,20 +348,31 @@ mod tests {
     }
 
     #[test]
-    fn other_layouts_and_a_queue_without_its_layout_are_refused_in_one_line() {
+    fn other_layouts_are_refused_in_one_line_and_a_queue_counts_under_its_layout_only() {
         let env = map(&[("PRECISE_TTL_TABLE", "t")]);
-        for layout in ["blog-window", "queue", "Stream-Queue"] {
+        for (layout, says) in [
+            (
+                "blog-window",
+                "sharded or stream-queue; blog-window runs with `precise-ttl run`",
+            ),
+            ("queue", "is not sharded, stream-queue or blog-window"),
+            (
+                "Stream-Queue",
+                "is not sharded, stream-queue or blog-window",
+            ),
+        ] {
             let err = LambdaConfig::resolve(&env, &map(&[("index-layout", layout)])).unwrap_err();
             let line = err.to_string();
             assert!(line.starts_with("index-layout: "), "{line}");
-            assert!(line.contains("sharded or stream-queue"), "{line}");
+            assert!(line.contains(says), "{line}");
             assert!(!line.contains('\n'), "{line}");
             let bad = map(&[("PRECISE_TTL_INDEX_LAYOUT", layout)]);
             assert_eq!(stream_role(&bad).unwrap_err(), err);
         }
-        let err = LambdaConfig::resolve(&env, &map(&[("queue-table", "q")])).unwrap_err();
-        assert!(err.to_string().starts_with("queue-table: "), "{err}");
-        assert!(err.to_string().contains("stream-queue"), "{err}");
+        // As `run` does: `queue-table` names the stream-queue layout's table and is ignored by
+        // the sharded one (one config file may serve both layouts' commands).
+        let c = LambdaConfig::resolve(&env, &map(&[("queue-table", "q")])).unwrap();
+        assert_eq!(c.index, IndexLayout::Sharded);
     }
 
     /// `run`'s minimums and checks, not looser ones of the function's own.

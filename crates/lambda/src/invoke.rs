@@ -8,7 +8,6 @@ use crate::event::{EventError, overrides};
 use precise_ttl_core::removal::{ResolutionRule, ResolutionSetting, StreamSource};
 use precise_ttl_core::{ErrorClass, Timestamp};
 use precise_ttl_dynamodb::{AdapterError, ConnectOptions, Dynamo, LeaseTable};
-use precise_ttl_engine::lease::LeaseConfig;
 use precise_ttl_engine::settings::{Invalid, SettingError};
 use precise_ttl_engine::{Clock, DaemonError, LagSummary, SystemClock};
 use serde::Serialize;
@@ -286,14 +285,11 @@ impl Environment {
             });
         }
         let stop_at = began + Duration::from_millis(run_ms as u64);
-        let worker = config
-            .worker_id
-            .clone()
-            .unwrap_or_else(|| self.worker.clone());
+        let worker = config.fleet.worker(|| self.worker.clone());
 
         let Some((store, leases)) = until_open(stop_at, || async {
             let store = crate::sweep::Store::open(&dynamo, &config, archive).await?;
-            let leases = match &config.lease_table {
+            let leases = match &config.fleet.lease_table {
                 None => None,
                 Some(name) => {
                     let table = LeaseTable::open(
@@ -303,7 +299,7 @@ impl Environment {
                         crate::sweep::lease_scope(&config),
                     )
                     .await?;
-                    let lease = LeaseConfig::new(worker.clone(), config.lease_duration);
+                    let lease = config.fleet.lease_config(worker.clone());
                     Some(Arc::new(table.worker_leases(&config.layout.shards, lease)))
                 }
             };

@@ -42,10 +42,9 @@ const MAX_BATCH_WRITE: usize = 25;
 /// item's delete finds nothing due and it goes then).
 const ENTRY_DELETE_TRIES: usize = 3;
 
-/// The default name of the queue table of `table`.
-pub fn default_queue_table(table: &str) -> String {
-    format!("{table}-precise-ttl-queue")
-}
+/// The default name of the queue table of `table`: a setting's default, defined with the
+/// setting in the engine (`run` and the Lambda name it alike).
+pub use precise_ttl_engine::settings::default_queue_table;
 
 /// One queue table.
 #[derive(Debug, Clone)]
