@@ -19,6 +19,7 @@ use crate::input::{Expectation, Inputs};
 pub(crate) use crate::lag_stats::lag_stats;
 #[cfg(test)]
 use crate::lag_stats::{HIST_BUCKETS, nice_width};
+pub use crate::lag_stats::{HistBucket, LagStats};
 use crate::lag_stats::{histogram, histogram_buckets};
 
 /// How many left-behind keys a report lists (the total is always given).
@@ -108,27 +109,6 @@ pub struct Counts {
     pub deleted: u64,
     /// REMOVE records beyond the first for their key.
     pub duplicate_removals: u64,
-}
-
-/// Deletion lag over `Expire` items, in ms.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LagStats {
-    /// Removed `Expire` items.
-    pub count: u64,
-    /// Median lag.
-    pub p50_ms: u64,
-    /// 90th percentile.
-    pub p90_ms: u64,
-    /// 99th percentile.
-    pub p99_ms: u64,
-    /// 99.9th percentile.
-    pub p999_ms: u64,
-    /// Largest lag (exact).
-    pub max_ms: u64,
-    /// Mean lag (exact, over lags clamped at 0).
-    pub mean_ms: f64,
-    /// How many were removed before their TTL (counted here as lag 0, and listed as wrong).
-    pub early: u64,
 }
 
 /// Why a deletion was wrong.
@@ -223,19 +203,6 @@ pub struct SecondStats {
     pub deletions: u64,
     /// p99 lag (clamped at 0) of `Expire` items seen in that second.
     pub p99_lag_ms: Option<u64>,
-}
-
-/// One bar of the lag histogram: lags in `lo_ms..=hi_ms`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HistBucket {
-    /// Lowest lag in the bucket.
-    pub lo_ms: u64,
-    /// Highest lag in the bucket (for the overflow bucket: the maximum lag).
-    pub hi_ms: u64,
-    /// Items in the bucket.
-    pub count: u64,
-    /// Whether this is the bucket of lags above p99.9 (drawn apart).
-    pub overflow: bool,
 }
 
 /// Analyze one run.

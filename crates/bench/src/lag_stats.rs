@@ -1,8 +1,42 @@
 //! Lag statistics and the lag histogram of a report: HDR percentiles over the measured lags and
 //! buckets of a "nice" width for the plot and the Markdown.
 
-use crate::analyze::{HistBucket, LagStats};
 use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Deletion lag over `Expire` items, in ms.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LagStats {
+    /// Removed `Expire` items.
+    pub count: u64,
+    /// Median lag.
+    pub p50_ms: u64,
+    /// 90th percentile.
+    pub p90_ms: u64,
+    /// 99th percentile.
+    pub p99_ms: u64,
+    /// 99.9th percentile.
+    pub p999_ms: u64,
+    /// Largest lag (exact).
+    pub max_ms: u64,
+    /// Mean lag (exact, over lags clamped at 0).
+    pub mean_ms: f64,
+    /// How many were removed before their TTL (counted here as lag 0, and listed as wrong).
+    pub early: u64,
+}
+
+/// One bar of the lag histogram: lags in `lo_ms..=hi_ms`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistBucket {
+    /// Lowest lag in the bucket.
+    pub lo_ms: u64,
+    /// Highest lag in the bucket (for the overflow bucket: the maximum lag).
+    pub hi_ms: u64,
+    /// Items in the bucket.
+    pub count: u64,
+    /// Whether this is the bucket of lags above p99.9 (drawn apart).
+    pub overflow: bool,
+}
 
 /// Significant digits of every lag histogram.
 const SIGFIG: u8 = 3;

@@ -56,7 +56,7 @@ pub fn split(
 
 fn group(shard: Option<u16>, items: &[ItemLag], capacity: Option<&StoreCapacity>) -> ShardGroup {
     let lags: Vec<u64> = items.iter().filter_map(|i| i.lag_ms).collect();
-    let stats = crate::analyze::lag_stats(&lags, 0);
+    let stats = crate::lag_stats::lag_stats(&lags, 0);
     let (p50, p99, max) = stats
         .as_ref()
         .map_or((0, 0, 0), |l| (l.p50_ms, l.p99_ms, l.max_ms));

@@ -7,17 +7,12 @@
 //! batches that answer many units at once, and it decays to zero when nothing is sent. It lives
 //! beside the metrics recorder it feeds (process-wide), as the counters do.
 
-use crate::metrics::{CAPACITY_UNITS, CAPACITY_UNITS_PER_SECOND};
+use crate::metrics::{CAPACITY_OPS as OPS, CAPACITY_UNITS, CAPACITY_UNITS_PER_SECOND};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The averaging time of the rate.
 const TIME_CONSTANT: Duration = Duration::from_secs(10);
-
-/// The operations whose units are counted: index reads (read units), deletes (write units:
-/// the items', and in the expiry queue layout its entries'), and the expiry queue's entry puts
-/// (write units: what the shard index's writes cost the writers in the other layout).
-pub const OPS: [&str; 3] = ["query", "delete", "queue_put"];
 
 #[derive(Debug, Clone, Copy)]
 struct Average {

@@ -34,6 +34,10 @@ pub const CAPACITY_UNITS: &str = "precise_ttl_capacity_centiunits_total";
 /// units) or `delete` (write units, the table's and its indexes'); see
 /// [`crate::capacity_rate`].
 pub const CAPACITY_UNITS_PER_SECOND: &str = "precise_ttl_capacity_units_per_second";
+/// The `op` label values of the capacity metrics: index reads (read units), deletes (write
+/// units: the items', and in the expiry queue layout its entries'), and the expiry queue's entry
+/// puts (write units: what the shard index's writes cost the writers in the other layout).
+pub const CAPACITY_OPS: [&str; 3] = ["query", "delete", "queue_put"];
 /// The adaptive limit on delete requests in flight: the table-wide controller, cut only by
 /// table- or index-wide refusals (or unknown ones over several shards) and timeouts.
 pub const CONCURRENCY_LIMIT: &str = "precise_ttl_concurrency_limit";
@@ -162,7 +166,7 @@ pub fn describe() {
     metrics::gauge!(TABLE_RATE_LIMIT).set(0.0);
     metrics::gauge!(RETRY_RATE_LIMIT).set(0.0);
     metrics::gauge!(BACKLOG_RATE_LIMIT).set(0.0);
-    for op in crate::capacity_rate::OPS {
+    for op in CAPACITY_OPS {
         metrics::counter!(CAPACITY_UNITS, "op" => op).increment(0);
         metrics::gauge!(CAPACITY_UNITS_PER_SECOND, "op" => op).set(0.0);
     }

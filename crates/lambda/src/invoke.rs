@@ -2,6 +2,8 @@
 //! trouble until the deadline), the worker run until the deadline minus the safety margin, and
 //! the report.
 
+mod index;
+
 use crate::config::{ConfigError, LambdaConfig};
 use crate::emf::{Document, Unit};
 use crate::event::{EventError, overrides};

@@ -21,14 +21,14 @@ pub(super) async fn strays<S: ExpiryStore, C: Clock>(
     if shared.partitioning.strays().is_empty() {
         return;
     }
-    let mut config = crate::sweep::SweepConfig::default();
+    let mut config = super::sweep::SweepConfig::default();
     // One probe at a time: strays are rare, and the probe must not compete with on-time deletes
     // (about 1 000 queries, a second or two on DynamoDB Local).
     config.concurrency = 8;
     config.shard_parallelism = 1;
     config.page_size = shared.config.page_size;
     config.backoff = shared.config.backoff;
-    let sweeper = crate::sweep::Sweeper::new(
+    let sweeper = super::sweep::Sweeper::new(
         Arc::clone(&shared.store),
         Arc::clone(&shared.clock),
         Arc::clone(&shared.partitioning),
@@ -48,7 +48,7 @@ pub(super) async fn strays<S: ExpiryStore, C: Clock>(
         let window = DueWindow::at(shared.clock.now());
         let strays = match sweeper.find_strays(window).await {
             Ok(s) => s,
-            Err(crate::sweep::SweepError::Fatal(e)) if e.class == ErrorClass::Fatal => {
+            Err(super::sweep::SweepError::Fatal(e)) if e.class == ErrorClass::Fatal => {
                 // Access denied or a vanished index stops the daemon, whichever reader sees it.
                 shared.fail(e);
                 return;
@@ -70,7 +70,7 @@ pub(super) async fn strays<S: ExpiryStore, C: Clock>(
                 throttled: report.throttled,
                 queries: report.pages,
             }),
-            Err(crate::sweep::SweepError::Fatal(e)) if e.class == ErrorClass::Fatal => {
+            Err(super::sweep::SweepError::Fatal(e)) if e.class == ErrorClass::Fatal => {
                 shared.fail(e);
                 return;
             }

@@ -5,8 +5,8 @@
 //! Memory stays bounded whatever the backlog: a partition read holds at most one page of keys,
 //! and admission takes in only what the requests in flight can carry.
 
+use super::{Daemon, DaemonConfig, DaemonError};
 use crate::clock::Clock;
-use crate::daemon::{Daemon, DaemonConfig, DaemonError};
 use crate::observe::{NoopObserver, Observer};
 use crate::partition::Partitioning;
 use crate::retry::with_backoff;
