@@ -65,7 +65,7 @@ fn summary(stdout: &[u8]) -> serde_json::Value {
 /// docs/adoption.md measures), with 200 items raced by a writer either way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backfill_interrupted_and_resumed_indexes_each_item_exactly_once() {
-    let size: usize = if crate::support::full() {
+    let size: usize = if std::env::var_os("PRECISE_TTL_CHAOS_FULL").is_some() {
         50_000
     } else {
         10_000

@@ -6,9 +6,13 @@
 //! the full one (20 kill rounds, a 10 s outage).
 
 use crate::proxy::{FaultProxy, Faults};
-use crate::support::{TestTable, at, endpoint, full, item, n, table_with_index};
+use crate::support::{TestTable, at, endpoint, item, n, table_with_index};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+fn full() -> bool {
+    std::env::var_os("PRECISE_TTL_CHAOS_FULL").is_some()
+}
 
 /// What a scenario planted: keys that must go, keys that must stay.
 struct Plan {

@@ -12,19 +12,10 @@
 use crate::support::precise_ttl;
 use std::time::Duration;
 
-/// Items expire at 75 a second, which DynamoDB Local on two cores carries with room to spare
-/// beside the other tests: over a minute in the full form (`PRECISE_TTL_CHAOS_FULL=1`, as the
-/// chaos scenarios), over 30 s in CI's. What is checked does not depend on the length; a longer
-/// run only sees more kills (each process lives 2 to 5 s either way).
-fn spread_seconds() -> u64 {
-    if crate::support::full() { 60 } else { 30 }
-}
-const PER_SECOND: u64 = 75;
-/// The loop before the first TTL: 10 s in the full form, for its 4 500 items; CI's 2 250 are
-/// planted in half the time.
-fn idle_seconds() -> u64 {
-    if crate::support::full() { 10 } else { 7 }
-}
+/// Items expiring over a minute: 75 a second, which DynamoDB Local on two cores carries with
+/// room to spare beside the other tests.
+const ITEMS: u64 = 4_500;
+const SPREAD: &str = "60s";
 /// What a restart may add to an item's wait beyond the kill itself: the new process's start,
 /// its lease takeover and its first read.
 const RESTART_ALLOWANCE_MS: i64 = 2_000;
@@ -37,18 +28,15 @@ fn a_run_killed_every_few_seconds_and_restarted_on_the_same_host_deletes_every_i
     // the wait (nothing is timed until the bench runs).
     let local = precise_ttl_local::DynamoDbLocal::start().expect("DynamoDB Local starts");
     let _alone = crate::support::alone();
-    let (spread, idle) = (spread_seconds(), idle_seconds());
-    let items = spread * PER_SECOND;
     let out = std::env::temp_dir().join(format!("precise-ttl-crash-{:016x}", fastrand::u64(..)));
     let output = precise_ttl()
         .env("PRECISE_TTL_ENDPOINT_URL", local.endpoint())
-        .args(["bench", "--items", &items.to_string()])
-        .args(["--spread", &format!("{spread}s")])
+        .args(["bench", "--items", &ITEMS.to_string(), "--spread", SPREAD])
         .args(["--ttl-granularity", "1s", "--kill-every", "2s..5s"])
         .args(["--raw-items", "0", "--grace", "3s", "--timeout", "30s"])
-        // Seconds of the loop before the first TTL: the loop is under way when items start
+        // Ten seconds of the loop before the first TTL: the loop is under way when items start
         // expiring, and a load slowed by a busy machine still ends before they do.
-        .args(["--idle", &format!("{idle}s")])
+        .args(["--idle", "10s"])
         .args(["--name", "crash-loop", "--out", out.to_str().unwrap()])
         .timeout(Duration::from_secs(400))
         .output()
@@ -69,8 +57,8 @@ fn a_run_killed_every_few_seconds_and_restarted_on_the_same_host_deletes_every_i
         "crash-loop-test",
         "crash_loop::a_run_killed_every_few_seconds_and_restarted_on_the_same_host_deletes_every_item_in_time",
         serde_json::json!({
-            "items": items,
-            "spread": format!("{spread}s"),
+            "items": ITEMS,
+            "spread": SPREAD,
             "kill_every": "2s..5s",
             "seed": summary["seed"],
             "argv": summary["argv"],
@@ -90,16 +78,12 @@ fn a_run_killed_every_few_seconds_and_restarted_on_the_same_host_deletes_every_i
         stdout.lines().take(60).collect::<Vec<_>>().join("\n")
     );
 
-    // One kill per 5 s at the least over the loop (idle and spread), less a margin: 12 in the
-    // full form's 70 s, 6 in CI's 37 s.
     let kills = crash["kills"].as_u64().unwrap_or(0);
-    let kills_at_least = if crate::support::full() { 12 } else { 6 };
     assert!(
-        kills >= kills_at_least,
-        "{kills} kills in {} s of 2–5 s pauses\n{context}",
-        idle + spread
+        kills >= 12,
+        "{kills} kills in a minute of 2–5 s pauses\n{context}"
     );
-    assert_eq!(counts["deleted"], items, "deleted\n{context}");
+    assert_eq!(counts["deleted"], ITEMS, "deleted\n{context}");
     assert_eq!(report["left_behind"]["total"], 0, "left behind\n{context}");
     assert_eq!(
         report["wrong"],

@@ -26,13 +26,6 @@ pub use s3::{create_bucket, s3, s3_endpoint};
 
 pub const ENDPOINT_ENV: &str = "PRECISE_TTL_TEST_ENDPOINT";
 
-/// Whether the long tests run in their full form (`PRECISE_TTL_CHAOS_FULL=1`): more kill
-/// rounds, longer outages and loads, more items. CI runs the reduced form, which checks the
-/// same things over a shorter run.
-pub fn full() -> bool {
-    std::env::var_os("PRECISE_TTL_CHAOS_FULL").is_some()
-}
-
 /// The endpoint of the shared DynamoDB Local. The instance lives as long as this process: its
 /// launcher stops the JVM when our end of its stdin pipe closes at exit.
 pub fn endpoint() -> &'static str {
