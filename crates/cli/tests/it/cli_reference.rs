@@ -65,7 +65,7 @@ pub fn render() -> String {
     let mut out = String::from(
         "# CLI reference\n\n\
          Every command's `--help`, as `precise-ttl` prints it. Generated from the clap definitions \
-         (`crates/cli/src/args/`, and `bench`'s in `crates/bench-driver/src/cli.rs`) by the test \
+         (`crates/flags/src/`, and `bench`'s in `crates/bench-driver/src/cli.rs`) by the test \
          `cli_reference::docs_cli_md_matches_the_binary`, which fails when this file is stale; do \
          not edit it by hand, regenerate it:\n\n\
          ```sh\n\
