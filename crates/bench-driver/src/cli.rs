@@ -6,9 +6,7 @@
 //! A flag whose value alone can be wrong is checked by its parser (a usage error, exit 2); what
 //! only a combination of flags makes wrong is a [`UsageError`] from [`BenchArgs::config`].
 
-use crate::config::{
-    BenchConfig, BenchIndex, DELETE_MODES, DaemonCommand, Provisioned, delete_mode_name,
-};
+use crate::config::{BenchConfig, BenchIndex, DaemonCommand, Provisioned};
 use crate::crash_loop::KillEvery;
 use crate::fleet::{FleetEvent, FleetPlan};
 use crate::lambda_run::LambdaPlan;
@@ -16,7 +14,7 @@ use clap::Args;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use precise_ttl_core::TtlLayout;
 use precise_ttl_dynamodb::DeleteMode;
-use precise_ttl_engine::settings::{self, duration, lease_duration, poll_interval};
+use precise_ttl_engine::settings::{self, Choice, duration, lease_duration, poll_interval};
 use precise_ttl_sim::{Latency, Limits, SimConfig};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -392,14 +390,10 @@ fn granularity(s: &str) -> Result<Duration, String> {
     }
 }
 
-/// `--delete-mode`: the names `run` takes, listed in the help.
+/// `--delete-mode`: the names `run` takes (the engine's one list), listed in the help.
 fn delete_mode() -> impl TypedValueParser<Value = DeleteMode> {
-    PossibleValuesParser::new(DELETE_MODES.map(delete_mode_name)).try_map(|name| {
-        DELETE_MODES
-            .into_iter()
-            .find(|m| delete_mode_name(*m) == name)
-            .ok_or("not a delete mode")
-    })
+    PossibleValuesParser::new(DeleteMode::ALL.iter().map(|m| m.name()))
+        .try_map(|name| DeleteMode::parse(&name).map_err(|e| e.0))
 }
 
 fn number(s: &str) -> Result<f64, String> {

@@ -181,7 +181,7 @@ impl BenchConfig {
                 &format!("{}ms", self.poll_interval.as_millis()),
             ])
             .args(["--metrics-addr", "127.0.0.1:0"])
-            .args(["--delete-mode", delete_mode_name(self.delete_mode)])
+            .args(["--delete-mode", self.delete_mode.name()])
             .args(&self.daemon.extra_args);
         if let BenchIndex::BlogWindow { attribute, spec } = &self.index {
             cmd.args([
@@ -218,19 +218,6 @@ impl BenchConfig {
             }
         }
         cmd
-    }
-}
-
-/// Every delete mode, for `bench --delete-mode`.
-pub const DELETE_MODES: [DeleteMode; 3] = [DeleteMode::Single, DeleteMode::Batch, DeleteMode::Auto];
-
-/// A delete mode's name on `run`'s command line (`--delete-mode`): the bench hands the mode to
-/// its daemon by this name, and takes it by the same.
-pub fn delete_mode_name(mode: DeleteMode) -> &'static str {
-    match mode {
-        DeleteMode::Single => "single",
-        DeleteMode::Batch => "batch",
-        DeleteMode::Auto => "auto",
     }
 }
 

@@ -185,7 +185,7 @@ pub(crate) fn summarize(
         backlog: config.backlog,
         steady_rate_per_s: config.items as f64 / config.spread.as_secs_f64().max(0.001),
         poll_interval_ms: config.poll_interval.as_millis() as u64,
-        delete_mode: crate::config::delete_mode_name(config.delete_mode).to_string(),
+        delete_mode: config.delete_mode.name().to_string(),
         shards: config.layout.shards.get(),
         hot_shard_share: config.hot_shard_share,
         index_layout: config.index.name().to_string(),

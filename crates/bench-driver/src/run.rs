@@ -471,7 +471,7 @@ fn lambda_function(config: &BenchConfig, table: &str, endpoint: &str) -> Functio
             ),
             (
                 "PRECISE_TTL_DELETE_MODE".into(),
-                crate::config::delete_mode_name(config.delete_mode).into(),
+                config.delete_mode.name().into(),
             ),
             ("AWS_ENDPOINT_URL_DYNAMODB".into(), endpoint.into()),
         ],
