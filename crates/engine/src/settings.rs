@@ -9,6 +9,7 @@
 //! [`DaemonConfig`], for both. A minimum or default changed here changes everywhere at once.
 
 mod fleet;
+mod lookup;
 mod run;
 mod table;
 
@@ -308,42 +309,19 @@ impl DaemonSettings {
     /// Reads each setting by name from `get` (absent or empty: its default) with its own parser,
     /// then checks them together. The Lambda's environment and event go through here.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, SettingError> {
-        fn read<T>(
-            get: &impl Fn(&str) -> Option<String>,
-            setting: Setting,
-            parse: fn(&str) -> Result<T, Invalid>,
-        ) -> Result<Option<T>, SettingError> {
-            let given = get(setting.name).filter(|v| !v.is_empty());
-            match given.as_deref().or(setting.default) {
-                None => Ok(None),
-                Some(text) => parse(text).map(Some).map_err(|why| SettingError::Invalid {
-                    name: setting.name,
-                    why,
-                }),
-            }
-        }
-        fn required<T>(
-            get: &impl Fn(&str) -> Option<String>,
-            setting: Setting,
-            parse: fn(&str) -> Result<T, Invalid>,
-        ) -> Result<T, SettingError> {
-            read(get, setting, parse)?.ok_or(SettingError::Invalid {
-                name: setting.name,
-                why: Invalid("has no default".into()),
-            })
-        }
+        let get = lookup::Lookup(get);
         let settings = DaemonSettings {
-            poll_interval: required(&get, POLL_INTERVAL, poll_interval)?,
-            horizon: required(&get, HORIZON, duration)?,
-            lookback: required(&get, LOOKBACK, duration)?,
-            concurrency: required(&get, CONCURRENCY, concurrency)?,
-            page_size: required(&get, PAGE_SIZE, page_size)?,
-            max_attempts: required(&get, MAX_ATTEMPTS, max_attempts)?,
-            max_deletes_per_second: read(&get, MAX_DELETES_PER_SECOND, positive_rate)?,
-            backlog_budget: required(&get, BACKLOG_BUDGET, backlog_budget)?,
-            table_write_capacity: read(&get, TABLE_WRITE_CAPACITY, table_write_capacity)?,
-            batch_linger: required(&get, BATCH_LINGER, duration)?,
-            stray_check_interval: required(&get, STRAY_CHECK_INTERVAL, duration)?,
+            poll_interval: get.required(POLL_INTERVAL, poll_interval)?,
+            horizon: get.required(HORIZON, duration)?,
+            lookback: get.required(LOOKBACK, duration)?,
+            concurrency: get.required(CONCURRENCY, concurrency)?,
+            page_size: get.required(PAGE_SIZE, page_size)?,
+            max_attempts: get.required(MAX_ATTEMPTS, max_attempts)?,
+            max_deletes_per_second: get.optional(MAX_DELETES_PER_SECOND, positive_rate)?,
+            backlog_budget: get.required(BACKLOG_BUDGET, backlog_budget)?,
+            table_write_capacity: get.optional(TABLE_WRITE_CAPACITY, table_write_capacity)?,
+            batch_linger: get.required(BATCH_LINGER, duration)?,
+            stray_check_interval: get.required(STRAY_CHECK_INTERVAL, duration)?,
         };
         settings.check()?;
         Ok(settings)

@@ -4,6 +4,7 @@
 //! `run` names its process so a restart proves its predecessor dead, the Lambda its execution
 //! environment's log stream; either way a name given is used as it is.
 
+use super::lookup::Lookup;
 use super::{Invalid, LEASE_DURATION, LEASE_TABLE, Setting, SettingError, lease_duration};
 use crate::lease::LeaseConfig;
 use std::time::Duration;
@@ -41,21 +42,14 @@ pub struct FleetSettings {
 impl FleetSettings {
     /// Reads each setting by name from `get` (absent or empty: its default) with its parser.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, SettingError> {
-        let get = |setting: Setting| get(setting.name).filter(|v| !v.is_empty());
-        let read = |setting: Setting| get(setting).or(setting.default.map(str::to_string));
-        let invalid = |setting: Setting| {
-            move |why| SettingError::Invalid {
-                name: setting.name,
-                why,
-            }
-        };
-        let no_leases = switch(&read(NO_LEASES).unwrap_or_default()).map_err(invalid(NO_LEASES))?;
-        let lease_duration = lease_duration(&read(LEASE_DURATION).unwrap_or_default())
-            .map_err(invalid(LEASE_DURATION))?;
+        let get = Lookup(get);
+        let no_leases = get.required(NO_LEASES, switch)?;
         Ok(FleetSettings {
-            lease_table: (!no_leases).then(|| read(LEASE_TABLE).unwrap_or_default()),
-            lease_duration,
-            worker_id: get(WORKER_ID),
+            lease_table: (!no_leases)
+                .then(|| get.required(LEASE_TABLE, |s| Ok(s.to_string())))
+                .transpose()?,
+            lease_duration: get.required(LEASE_DURATION, lease_duration)?,
+            worker_id: get.given(WORKER_ID),
         })
     }
 

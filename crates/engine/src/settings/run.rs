@@ -3,9 +3,10 @@
 //! it from its flags, the Lambda reads it with [`RunSettings::from_lookup`]; both through the
 //! parsers and defaults of the settings' modules, so one set of values gives one `RunSettings`.
 
+use super::lookup::Lookup;
 use super::{
     Choice, DELETE_MODE, DaemonSettings, DeleteMode, FleetSettings, INDEX_LAYOUT, INDEX_NAME,
-    Index, IndexLayout, LayoutInvalid, QUEUE_TABLE, SHARD_ATTRIBUTE, SHARDS, Setting, SettingError,
+    Index, IndexLayout, LayoutInvalid, QUEUE_TABLE, SHARD_ATTRIBUTE, SHARDS, SettingError,
     TTL_ATTRIBUTE, shards, ttl_layout,
 };
 use precise_ttl_core::TtlLayout;
@@ -38,28 +39,17 @@ impl RunSettings {
         table: String,
         get: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, RunSettingsError> {
-        let given = |setting: Setting| get(setting.name).filter(|v| !v.is_empty());
-        let read = |setting: Setting| {
-            given(setting)
-                .or(setting.default.map(str::to_string))
-                .unwrap_or_default()
-        };
-        let invalid = |setting: Setting| {
-            move |why| SettingError::Invalid {
-                name: setting.name,
-                why,
-            }
-        };
+        let lookup = Lookup(&get);
+        let text = |s: &str| Ok(s.to_string());
         let layout = ttl_layout(
-            &read(TTL_ATTRIBUTE),
-            &read(SHARD_ATTRIBUTE),
-            &read(INDEX_NAME),
-            shards(&read(SHARDS)).map_err(invalid(SHARDS))?,
+            &lookup.required(TTL_ATTRIBUTE, text)?,
+            &lookup.required(SHARD_ATTRIBUTE, text)?,
+            &lookup.required(INDEX_NAME, text)?,
+            lookup.required(SHARDS, shards)?,
         )?;
-        let index_layout =
-            IndexLayout::parse(&read(INDEX_LAYOUT)).map_err(invalid(INDEX_LAYOUT))?;
-        let index = Index::of(index_layout, given(QUEUE_TABLE).as_deref(), &table);
-        let delete_mode = DeleteMode::parse(&read(DELETE_MODE)).map_err(invalid(DELETE_MODE))?;
+        let index_layout = lookup.required(INDEX_LAYOUT, IndexLayout::parse)?;
+        let index = Index::of(index_layout, lookup.given(QUEUE_TABLE).as_deref(), &table);
+        let delete_mode = lookup.required(DELETE_MODE, DeleteMode::parse)?;
         Ok(RunSettings {
             table,
             layout,
