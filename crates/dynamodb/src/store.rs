@@ -6,13 +6,17 @@ use crate::connect::Dynamo;
 use crate::error::{AdapterError, store_error};
 use crate::item::ItemKey;
 use crate::table::TableShape;
+use aws_sdk_dynamodb::operation::query::QueryOutput;
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::{
     AttributeValue, BatchStatementError, BatchStatementErrorCodeEnum, BatchStatementRequest,
     ReturnConsumedCapacity, ReturnValue,
 };
 use precise_ttl_core::due_rule::{self, CONDITION_TOKENS};
 use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Shard, TtlLayout, WindowLabel};
-use precise_ttl_engine::{DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError};
+use precise_ttl_engine::{
+    DeleteOutcome, DueItem, DuePage, DuePageOf, DueQueryOf, ExpiryStore, StoreError,
+};
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -246,6 +250,27 @@ pub fn record_capacity(op: &'static str, units: Option<f64>) {
     }
 }
 
+/// Sends `request`, a Query of an expiry index, for one page: from `cursor` on, at most `limit`
+/// items, its read capacity counted. The table's own index and the stream queue page alike.
+pub async fn send_page(
+    request: QueryFluentBuilder,
+    cursor: Option<HashMap<String, AttributeValue>>,
+    limit: u32,
+) -> Result<QueryOutput, StoreError> {
+    let out = request
+        .set_exclusive_start_key(cursor)
+        .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+        .return_consumed_capacity(ReturnConsumedCapacity::Total)
+        .send()
+        .await
+        .map_err(|e| store_error("Query", e))?;
+    record_capacity(
+        "query",
+        out.consumed_capacity().and_then(|c| c.capacity_units()),
+    );
+    Ok(out)
+}
+
 pub fn number(text: String) -> AttributeValue {
     AttributeValue::N(text)
 }
@@ -255,17 +280,11 @@ impl<P: IndexPartition> ExpiryStore for DynamoStore<P> {
     type Cursor = HashMap<String, AttributeValue>;
     type Partition = P;
 
-    async fn due_page(
-        &self,
-        partition: &P,
-        window: DueWindow,
-        cursor: Option<Self::Cursor>,
-        limit: u32,
-    ) -> Result<DuePage<ItemKey, Self::Cursor>, StoreError> {
-        let partition_value = partition.attribute_value();
+    async fn due_page(&self, query: DueQueryOf<'_, Self>) -> Result<DuePageOf<Self>, StoreError> {
+        let window = query.window;
         let mut names = self.names();
         names.insert("#shard".into(), self.layout.shard_attribute.clone());
-        let out = self
+        let request = self
             .dynamo
             .query
             .query()
@@ -273,19 +292,10 @@ impl<P: IndexPartition> ExpiryStore for DynamoStore<P> {
             .index_name(&self.layout.index_name)
             .key_condition_expression(KEY_CONDITION)
             .set_expression_attribute_names(Some(names))
-            .expression_attribute_values(":shard", partition_value)
+            .expression_attribute_values(":shard", query.partition.attribute_value())
             .expression_attribute_values(":oldest", number(window.oldest.to_epoch_seconds_text()))
-            .expression_attribute_values(":now", number(window.until.to_epoch_seconds_text()))
-            .set_exclusive_start_key(cursor)
-            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await
-            .map_err(|e| store_error("Query", e))?;
-        record_capacity(
-            "query",
-            out.consumed_capacity().and_then(|c| c.capacity_units()),
-        );
+            .expression_attribute_values(":now", number(window.until.to_epoch_seconds_text()));
+        let out = send_page(request, query.cursor, query.limit).await?;
         let mut items = Vec::with_capacity(out.items().len());
         for mut raw in out.items.unwrap_or_default() {
             let expiry = match raw.get(&self.layout.ttl_attribute) {

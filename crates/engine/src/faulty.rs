@@ -2,7 +2,7 @@
 //! responses and added latency at configurable rates, for fast deterministic-enough tests of
 //! what the engine does when the store misbehaves.
 
-use crate::store::{DeleteOutcome, DuePage, ExpiryStore, StoreError};
+use crate::store::{DeleteOutcome, DuePageOf, DueQueryOf, ExpiryStore, StoreError};
 use precise_ttl_core::{DueWindow, ErrorClass, ThrottleScope};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -98,19 +98,10 @@ impl<S: ExpiryStore> ExpiryStore for FaultyStore<S> {
     type Cursor = S::Cursor;
     type Partition = S::Partition;
 
-    async fn due_page(
-        &self,
-        partition: &S::Partition,
-        window: DueWindow,
-        cursor: Option<Self::Cursor>,
-        limit: u32,
-    ) -> Result<DuePage<Self::Key, Self::Cursor>, StoreError> {
+    async fn due_page(&self, query: DueQueryOf<'_, Self>) -> Result<DuePageOf<Self>, StoreError> {
         let rates = self.rates();
         self.before(&rates).await?;
-        let page = self
-            .inner
-            .due_page(partition, window, cursor, limit)
-            .await?;
+        let page = self.inner.due_page(query).await?;
         if self.lose(&rates) {
             return Err(StoreError::new(
                 ErrorClass::Transient,

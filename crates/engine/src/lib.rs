@@ -45,5 +45,7 @@ pub use daemon::{
 pub use observe::{NoopObserver, Observer};
 pub use partition::{Partitioning, Windows};
 pub use settings::{DaemonSettings, SettingError};
-pub use store::{DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError};
+pub use store::{
+    DeleteOutcome, DueItem, DuePage, DuePageOf, DueQuery, DueQueryOf, ExpiryStore, StoreError,
+};
 pub use sweep::{SharedPartitioning, SweepConfig, SweepError, SweepReport, Sweeper};

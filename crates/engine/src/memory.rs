@@ -4,7 +4,9 @@
 //! It follows the same rules as the DynamoDB adapter: the index holds only items with a shard
 //! and a Number TTL, and a delete succeeds only if the stored TTL is still inside the window.
 
-use crate::store::{DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError};
+use crate::store::{
+    DeleteOutcome, DueItem, DuePage, DuePageOf, DueQueryOf, ExpiryStore, StoreError,
+};
 use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Shard};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
@@ -38,6 +40,33 @@ impl MemItem {
     pub fn is_due(&self, window: DueWindow) -> bool {
         matches!(&self.ttl, MemTtl::Number(n)
             if Expiry::parse_number(n).is_ok_and(|e| window.contains(e.at())))
+    }
+}
+
+/// The page of the first `limit` entries of `due`, which runs in (expiry, key) order, its cursor
+/// the last entry returned when more remain: the paging rule of both in-memory stores.
+pub(crate) fn ordered_page<'a>(
+    due: impl IntoIterator<Item = (Expiry, &'a String)>,
+    limit: u32,
+) -> DuePage<String, (Expiry, String)> {
+    let limit = limit as usize;
+    let mut due: Vec<(Expiry, &String)> = due.into_iter().take(limit + 1).collect();
+    let more = due.len() > limit;
+    due.truncate(limit);
+    let next = if more {
+        due.last().map(|(e, k)| (*e, (*k).clone()))
+    } else {
+        None
+    };
+    DuePage {
+        items: due
+            .into_iter()
+            .map(|(expiry, k)| DueItem {
+                key: k.clone(),
+                expiry,
+            })
+            .collect(),
+        next,
     }
 }
 
@@ -108,40 +137,19 @@ impl ExpiryStore for MemoryStore {
     type Cursor = (Expiry, String);
     type Partition = Shard;
 
-    async fn due_page(
-        &self,
-        shard: &Shard,
-        window: DueWindow,
-        cursor: Option<Self::Cursor>,
-        limit: u32,
-    ) -> Result<DuePage<String, Self::Cursor>, StoreError> {
+    async fn due_page(&self, query: DueQueryOf<'_, Self>) -> Result<DuePageOf<Self>, StoreError> {
         self.fault(Call::Query)?;
+        let cursor = query.cursor.as_ref();
         let items = self.items.lock().unwrap();
         let mut due: Vec<(Expiry, &String)> = items
             .iter()
-            .filter(|(_, i)| i.shard == Some(shard.0))
+            .filter(|(_, i)| i.shard == Some(query.partition.0))
             .filter_map(|(k, i)| i.indexed_expiry().map(|e| (e, k)))
-            .filter(|(e, _)| window.contains(e.at()))
-            .filter(|(e, k)| cursor.as_ref().is_none_or(|(ce, ck)| (e, *k) > (ce, ck)))
+            .filter(|(e, _)| query.window.contains(e.at()))
+            .filter(|(e, k)| cursor.is_none_or(|(ce, ck)| (e, *k) > (ce, ck)))
             .collect();
         due.sort();
-        let more = due.len() > limit as usize;
-        due.truncate(limit as usize);
-        let next = if more {
-            due.last().map(|(e, k)| (*e, (*k).clone()))
-        } else {
-            None
-        };
-        Ok(DuePage {
-            items: due
-                .into_iter()
-                .map(|(expiry, k)| DueItem {
-                    key: k.clone(),
-                    expiry,
-                })
-                .collect(),
-            next,
-        })
+        Ok(ordered_page(due, query.limit))
     }
 
     async fn delete_if_due(

@@ -20,8 +20,8 @@
 //! Not modelled, on purpose: the application's own writes (`put`) take no capacity, and index
 //! reads take none either (the daemon reads little next to what it deletes).
 
-use crate::memory::MemItem;
-use crate::store::{DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError};
+use crate::memory::{MemItem, ordered_page};
+use crate::store::{DeleteOutcome, DuePage, DuePageOf, DueQueryOf, ExpiryStore, StoreError};
 use precise_ttl_core::bucket::InstantBucket;
 use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Shard, ThrottleScope};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -349,49 +349,24 @@ impl ExpiryStore for PartitionedStore {
     type Cursor = (Expiry, String);
     type Partition = Shard;
 
-    async fn due_page(
-        &self,
-        shard: &Shard,
-        window: DueWindow,
-        cursor: Option<Self::Cursor>,
-        limit: u32,
-    ) -> Result<DuePage<String, Self::Cursor>, StoreError> {
+    async fn due_page(&self, query: DueQueryOf<'_, Self>) -> Result<DuePageOf<Self>, StoreError> {
         tokio::time::sleep(self.round_trip()).await;
         let mut s = self.lock();
         s.counts.queries += 1;
-        let Some(set) = s.index.get(&shard.0) else {
-            return Ok(DuePage {
-                items: Vec::new(),
-                next: None,
-            });
+        let Some(set) = s.index.get(&query.partition.0) else {
+            return Ok(DuePage::empty());
         };
-        let lower = match &cursor {
-            Some(c) => Excluded(c.clone()),
+        let window = query.window;
+        let lower = match query.cursor {
+            Some(c) => Excluded(c),
             None => Included((Expiry::at_instant(window.oldest), String::new())),
         };
-        let mut due: Vec<&(Expiry, String)> = set
+        let due = set
             .range((lower, Unbounded))
             .take_while(|(e, _)| e.at() <= window.until)
             .filter(|(e, _)| window.contains(e.at()))
-            .take(limit as usize + 1)
-            .collect();
-        let more = due.len() > limit as usize;
-        due.truncate(limit as usize);
-        let next = if more {
-            due.last().map(|e| (*e).clone())
-        } else {
-            None
-        };
-        Ok(DuePage {
-            items: due
-                .into_iter()
-                .map(|(expiry, key)| DueItem {
-                    key: key.clone(),
-                    expiry: *expiry,
-                })
-                .collect(),
-            next,
-        })
+            .map(|(e, key)| (*e, key));
+        Ok(ordered_page(due, query.limit))
     }
 
     async fn delete_if_due(

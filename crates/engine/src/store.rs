@@ -12,12 +12,61 @@ pub struct DueItem<K> {
     pub expiry: Expiry,
 }
 
+/// One call of [`ExpiryStore::due_page`]: the partition read, the expiries wanted, where to
+/// continue and how many at most. The four always travel together, from the daemon's readers and
+/// probes to each store, and a store that wraps another passes the query on as it came.
+#[derive(Debug, Clone)]
+pub struct DueQuery<'a, P, C> {
+    /// One partition key value of the expiry index.
+    pub partition: &'a P,
+    /// The expiries wanted, bounds included.
+    pub window: DueWindow,
+    /// Where the previous page ended (`None`: from the oldest).
+    pub cursor: Option<C>,
+    /// The most items the page holds.
+    pub limit: u32,
+}
+
+impl<'a, P, C> DueQuery<'a, P, C> {
+    /// The first page of `partition`'s items in `window`, at most `limit`.
+    pub fn first(partition: &'a P, window: DueWindow, limit: u32) -> Self {
+        DueQuery {
+            partition,
+            window,
+            cursor: None,
+            limit,
+        }
+    }
+
+    /// Whether `partition` holds any item in `window`: the first page of one item.
+    pub fn probe(partition: &'a P, window: DueWindow) -> Self {
+        DueQuery::first(partition, window, 1)
+    }
+}
+
+/// The [`DueQuery`] that store `S` answers.
+pub type DueQueryOf<'a, S> =
+    DueQuery<'a, <S as ExpiryStore>::Partition, <S as ExpiryStore>::Cursor>;
+
 /// One page of due items, oldest first, and where to continue.
 #[derive(Debug, Clone)]
 pub struct DuePage<K, C> {
     pub items: Vec<DueItem<K>>,
     pub next: Option<C>,
 }
+
+impl<K, C> DuePage<K, C> {
+    /// No items, and nothing after them.
+    pub fn empty() -> Self {
+        DuePage {
+            items: Vec::new(),
+            next: None,
+        }
+    }
+}
+
+/// The [`DuePage`] that store `S` answers with.
+pub type DuePageOf<S> = DuePage<<S as ExpiryStore>::Key, <S as ExpiryStore>::Cursor>;
 
 /// What a conditional delete did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,14 +133,12 @@ pub trait ExpiryStore: Send + Sync + 'static {
     /// One partition key value of the expiry index.
     type Partition: Clone + Send + Sync + fmt::Debug + fmt::Display + 'static;
 
-    /// Items of `partition` whose indexed expiry lies in `window`, oldest first, at most `limit`.
+    /// Items of `query.partition` whose indexed expiry lies in `query.window`, oldest first, from
+    /// `query.cursor` on, at most `query.limit`.
     fn due_page(
         &self,
-        partition: &Self::Partition,
-        window: DueWindow,
-        cursor: Option<Self::Cursor>,
-        limit: u32,
-    ) -> impl Future<Output = Result<DuePage<Self::Key, Self::Cursor>, StoreError>> + Send;
+        query: DueQueryOf<'_, Self>,
+    ) -> impl Future<Output = Result<DuePageOf<Self>, StoreError>> + Send;
 
     /// Deletes the item if, at the store, its expiry is a Number inside `window`.
     fn delete_if_due(

@@ -4,8 +4,8 @@
 use precise_ttl_core::{Backoff, DueWindow, ErrorClass, Shard, ShardCount, Timestamp};
 use precise_ttl_engine::memory::{Call, MemItem, MemTtl, MemoryStore};
 use precise_ttl_engine::{
-    Clock, DeleteOutcome, DueItem, DuePage, ExpiryStore, SharedPartitioning, StoreError,
-    SweepConfig, SweepError, Sweeper, TokioClock,
+    Clock, DeleteOutcome, DueItem, DuePage, DuePageOf, DueQuery, DueQueryOf, ExpiryStore,
+    SharedPartitioning, StoreError, SweepConfig, SweepError, Sweeper, TokioClock,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -178,20 +178,17 @@ where
     type Cursor = <MemoryStore as ExpiryStore>::Cursor;
     type Partition = P;
 
-    async fn due_page(
-        &self,
-        partition: &P,
-        window: DueWindow,
-        cursor: Option<Self::Cursor>,
-        limit: u32,
-    ) -> Result<DuePage<String, Self::Cursor>, StoreError> {
-        let Some((shard, window)) = (self.route)(partition, window) else {
-            return Ok(DuePage {
-                items: Vec::new(),
-                next: None,
-            });
+    async fn due_page(&self, query: DueQueryOf<'_, Self>) -> Result<DuePageOf<Self>, StoreError> {
+        let Some((shard, window)) = (self.route)(query.partition, query.window) else {
+            return Ok(DuePage::empty());
         };
-        let page = self.inner.due_page(&shard, window, cursor, limit).await?;
+        let routed = DueQuery {
+            partition: &shard,
+            window,
+            cursor: query.cursor,
+            limit: query.limit,
+        };
+        let page = self.inner.due_page(routed).await?;
         (self.after_query)(&self.inner, shard, &page.items)?;
         Ok(page)
     }

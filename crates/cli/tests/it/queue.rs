@@ -5,7 +5,7 @@
 use crate::support::{TestTable, at, item, layout, now, s};
 use precise_ttl_core::{DueWindow, Expiry, ShardCount};
 use precise_ttl_dynamodb::ItemKey;
-use precise_ttl_engine::{Daemon, DaemonConfig, DeleteOutcome, ExpiryStore, SystemClock};
+use precise_ttl_engine::{Daemon, DaemonConfig, DeleteOutcome, DueQuery, ExpiryStore, SystemClock};
 use precise_ttl_stream::queue::indexer::{Indexer, IndexerOptions, IndexerReport};
 use precise_ttl_stream::queue::{QueueStore, QueueTable};
 use std::sync::Arc;
@@ -103,7 +103,10 @@ async fn an_entry_deletes_its_due_item_and_goes_whatever_the_item_says() {
     );
     let mut due = Vec::new();
     for shard in shards.all() {
-        let page = store.due_page(&shard, window, None, 100).await.unwrap();
+        let page = store
+            .due_page(DueQuery::first(&shard, window, 100))
+            .await
+            .unwrap();
         assert!(page.next.is_none());
         due.extend(page.items);
     }
@@ -314,7 +317,7 @@ async fn backfill_writes_the_entries_of_the_items_already_there() {
     for shard in shards.all() {
         due.extend(
             store
-                .due_page(&shard, window, None, 100)
+                .due_page(DueQuery::first(&shard, window, 100))
                 .await
                 .unwrap()
                 .items,

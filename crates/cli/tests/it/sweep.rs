@@ -5,7 +5,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use precise_ttl_core::{DueWindow, Shard, TtlLayout};
 use precise_ttl_dynamodb::{DynamoStore, ItemKey};
 use precise_ttl_engine::{
-    DeleteOutcome, DuePage, ExpiryStore, StoreError, SweepConfig, Sweeper, SystemClock,
+    DeleteOutcome, DuePageOf, DueQueryOf, ExpiryStore, StoreError, SweepConfig, Sweeper,
+    SystemClock,
 };
 use std::sync::Arc;
 
@@ -91,14 +92,8 @@ impl ExpiryStore for ExtendAfterQuery {
     type Cursor = <DynamoStore as ExpiryStore>::Cursor;
     type Partition = Shard;
 
-    async fn due_page(
-        &self,
-        shard: &Shard,
-        window: DueWindow,
-        cursor: Option<Self::Cursor>,
-        limit: u32,
-    ) -> Result<DuePage<ItemKey, Self::Cursor>, StoreError> {
-        let page = self.inner.due_page(shard, window, cursor, limit).await?;
+    async fn due_page(&self, query: DueQueryOf<'_, Self>) -> Result<DuePageOf<Self>, StoreError> {
+        let page = self.inner.due_page(query).await?;
         for due in &page.items {
             let (_, AttributeValue::S(pk)) = &due.key.attributes()[0] else {
                 continue;

@@ -40,7 +40,7 @@ pub use status::{DaemonHandle, DaemonStatus, Health};
 use crate::clock::Clock;
 use crate::counters::Counters;
 use crate::observe::{NoopObserver, Observer};
-use crate::store::{DueItem, ExpiryStore, StoreError};
+use crate::store::{DueItem, DueQuery, ExpiryStore, StoreError};
 use precise_ttl_core::watermark::Pending;
 use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Timestamp};
 use std::collections::BTreeSet;
@@ -237,8 +237,12 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
                 || self.throttled(),
                 || {
                     self.counters.query(reader);
-                    self.store
-                        .due_page(partition, window, cursor.clone(), self.config.page_size)
+                    self.store.due_page(DueQuery {
+                        partition,
+                        window,
+                        cursor: cursor.clone(),
+                        limit: self.config.page_size,
+                    })
                 },
             )
             .await;

@@ -13,7 +13,7 @@
 use super::{Shared, lock, stopped};
 use crate::clock::Clock;
 use crate::metrics as m;
-use crate::store::ExpiryStore;
+use crate::store::{DueQuery, ExpiryStore};
 use precise_ttl_core::DueWindow;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -87,7 +87,8 @@ async fn has_due<S: ExpiryStore, C: Clock>(shared: &Shared<S, C>, lane: usize) -
         .take(MAX_PARTITIONS)
     {
         shared.counters.query("stall");
-        match shared.store.due_page(&partition, window, None, 1).await {
+        let probe = DueQuery::probe(&partition, window);
+        match shared.store.due_page(probe).await {
             Ok(page) if !page.items.is_empty() => return Some(true),
             Ok(_) => {}
             Err(e) => {

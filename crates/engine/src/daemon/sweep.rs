@@ -10,7 +10,7 @@ use crate::clock::Clock;
 use crate::observe::{NoopObserver, Observer};
 use crate::partition::Partitioning;
 use crate::retry::with_backoff;
-use crate::store::{ExpiryStore, StoreError};
+use crate::store::{DueQuery, ExpiryStore, StoreError};
 use precise_ttl_core::{Backoff, DueWindow, ErrorClass, Timestamp};
 use std::sync::Arc;
 use thiserror::Error;
@@ -172,7 +172,7 @@ impl<S: ExpiryStore, C: Clock> Sweeper<S, C> {
                 let page = with_backoff(
                     &backoff,
                     || {},
-                    || store.due_page(&partition, window, None, 1),
+                    || store.due_page(DueQuery::probe(&partition, window)),
                 )
                 .await;
                 (i, partition, page.map(|p| !p.items.is_empty()))

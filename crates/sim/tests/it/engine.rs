@@ -8,7 +8,9 @@ use precise_ttl_core::{
     DueWindow, ErrorClass, Shard, ShardCount, ThrottleScope, Timestamp, TtlLayout,
 };
 use precise_ttl_dynamodb::{DeleteMode, Dynamo, DynamoStore, ItemKey};
-use precise_ttl_engine::{Clock, ExpiryStore, StoreError, SweepConfig, Sweeper, SystemClock};
+use precise_ttl_engine::{
+    Clock, DueQuery, ExpiryStore, StoreError, SweepConfig, Sweeper, SystemClock,
+};
 use precise_ttl_ops::{SetupAction, SetupOptions};
 use precise_ttl_sim::{Limits, SimConfig, Simulator, Value};
 use std::sync::Arc;
@@ -161,7 +163,7 @@ async fn setup_and_an_engine_sweep_run_against_the_simulator() {
     let mut deleted = 0;
     for shard in 0..4 {
         let page = store
-            .due_page(&Shard(shard), window, None, 25)
+            .due_page(DueQuery::first(&Shard(shard), window, 25))
             .await
             .unwrap();
         assert_eq!(page.items.len(), 5);

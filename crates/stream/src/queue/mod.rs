@@ -24,9 +24,11 @@ use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Shard, ShardCount, TtlLayo
 use precise_ttl_dynamodb::connect::Dynamo;
 use precise_ttl_dynamodb::error::{AdapterError, store_error};
 use precise_ttl_dynamodb::item::ItemKey;
-use precise_ttl_dynamodb::store::{DynamoStore, record_capacity};
+use precise_ttl_dynamodb::store::{DynamoStore, record_capacity, send_page};
 use precise_ttl_dynamodb::table::{TableShape, attribute, key_element};
-use precise_ttl_engine::{DeleteOutcome, DueItem, DuePage, ExpiryStore, StoreError};
+use precise_ttl_engine::{
+    DeleteOutcome, DueItem, DuePage, DuePageOf, DueQueryOf, ExpiryStore, StoreError,
+};
 use std::collections::HashMap;
 
 /// The queue table's partition key: the entry's shard.
@@ -345,26 +347,9 @@ impl ExpiryStore for QueueStore {
     type Cursor = HashMap<String, AttributeValue>;
     type Partition = Shard;
 
-    async fn due_page(
-        &self,
-        shard: &Shard,
-        window: DueWindow,
-        cursor: Option<Self::Cursor>,
-        limit: u32,
-    ) -> Result<DuePage<QueueKey, Self::Cursor>, StoreError> {
-        let out = self
-            .queue
-            .due_query(*shard, window)
-            .set_exclusive_start_key(cursor)
-            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await
-            .map_err(|e| store_error("Query", e))?;
-        record_capacity(
-            "query",
-            out.consumed_capacity().and_then(|c| c.capacity_units()),
-        );
+    async fn due_page(&self, query: DueQueryOf<'_, Self>) -> Result<DuePageOf<Self>, StoreError> {
+        let request = self.queue.due_query(*query.partition, query.window);
+        let out = send_page(request, query.cursor, query.limit).await?;
         let mut items = Vec::with_capacity(out.items().len());
         for raw in out.items.unwrap_or_default() {
             let key = self.item_of(raw);
