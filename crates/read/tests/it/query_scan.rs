@@ -15,11 +15,11 @@ async fn query_and_scan_hide_expired_items_and_count_only_the_rest() {
     assert_shown(q.items(), q.count, &visible());
     assert_eq!(q.scanned_count, (VISIBLE.len() + HIDDEN.len()) as i32);
 
-    let s = client.scan().table_name(&table).send().await.unwrap();
+    let s = scan(&client, &table).send().await.unwrap();
     assert_shown(s.items(), s.count, &visible());
 
     // Without the interceptor every item is there.
-    let raw = plain().scan().table_name(&table).send().await.unwrap();
+    let raw = scan(&plain(), &table).send().await.unwrap();
     assert_eq!(sks(raw.items()), all());
 }
 
@@ -33,9 +33,7 @@ async fn select_count_counts_only_unexpired_items() {
         .unwrap();
     assert_eq!(q.count, VISIBLE.len() as i32);
     assert!(q.items.is_none());
-    let s = client
-        .scan()
-        .table_name(&table)
+    let s = scan(&client, &table)
         .select(Select::Count)
         .send()
         .await
@@ -56,9 +54,7 @@ async fn paginators_see_every_visible_item_once_and_no_expired_one() {
             .await
             .unwrap();
         assert_eq!(sks(&items), visible(), "Query, Limit {limit}");
-        let items: Vec<Item> = client
-            .scan()
-            .table_name(&table)
+        let items: Vec<Item> = scan(&client, &table)
             .limit(limit)
             .into_paginator()
             .items()
@@ -132,9 +128,7 @@ fn assert_shown(items: &[Item], count: i32, expected: &[String]) {
 }
 
 async fn raw_kind_a(table: &str) -> Vec<String> {
-    let raw = plain()
-        .scan()
-        .table_name(table)
+    let raw = scan(&plain(), table)
         .filter_expression("kind = :a")
         .expression_attribute_values(":a", s("a"))
         .send()
@@ -169,9 +163,7 @@ async fn a_projection_without_the_ttl_attribute_still_hides_expired_items() {
         .unwrap();
     assert_eq!(sks(q.items()), visible());
     assert!(q.items().iter().all(|i| i.len() == 2));
-    let s = client
-        .scan()
-        .table_name(&table)
+    let s = scan(&client, &table)
         .projection_expression("sk")
         .send()
         .await
@@ -225,9 +217,7 @@ async fn legacy_parameters_get_the_client_side_check() {
         .await
         .unwrap();
     assert_shown(q.items(), q.count, &visible());
-    let s = client
-        .scan()
-        .table_name(&table)
+    let s = scan(&client, &table)
         .scan_filter("kind", eq(s("a")))
         .send()
         .await
@@ -250,11 +240,8 @@ async fn a_request_that_binds_our_placeholders_fails_clearly() {
     assert!(ours.to_string().contains(":precise_ttl_now"));
 
     // The helper and the interceptor together: the same clash, refused.
-    let helper = precise_ttl_read::hide_expired_scan(
-        client.scan().table_name(&table),
-        "ttl",
-        Timestamp::from_secs(0),
-    );
+    let helper =
+        precise_ttl_read::hide_expired_scan(scan(&client, &table), "ttl", Timestamp::from_secs(0));
     let err = helper.send().await.unwrap_err();
     assert_eq!(placeholder_error(&err).unwrap().operation, "Scan");
 }

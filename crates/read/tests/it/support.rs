@@ -3,6 +3,7 @@
 
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
+use aws_sdk_dynamodb::operation::scan::builders::ScanFluentBuilder;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
     KeyType, Projection, ProjectionType, ScalarAttributeType,
@@ -75,6 +76,11 @@ pub fn query_pk(client: &Client, table: &str) -> QueryFluentBuilder {
         .table_name(table)
         .key_condition_expression("pk = :pk")
         .expression_attribute_values(":pk", s(PK))
+}
+
+/// A Scan of the whole table.
+pub fn scan(client: &Client, table: &str) -> ScanFluentBuilder {
+    client.scan().table_name(table)
 }
 
 /// A fresh table with `pk` (S) and `sk` (S) and the index [`BY_KIND`], holding the fixture around `now`, which is the
