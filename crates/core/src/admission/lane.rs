@@ -11,10 +11,14 @@ use std::time::Duration;
 
 /// A limit is never set below this (items/s): a lane must keep probing.
 pub const MIN_LANE_RATE: f64 = 10.0;
-/// A lane's first limit is never below this (items/s): half of what one DynamoDB index partition
-/// takes (1,000 writes/s). The first refusal may come before the lane's rate could be measured,
-/// and must not drop it to a crawl; further refusals cut from there.
-const FIRST_LIMIT_FLOOR: f64 = 500.0;
+/// A lane's first limit is cut from at least this (items/s): what one DynamoDB index partition
+/// takes (1,000 writes/s). The first refusal may come before the lane's rate could be measured;
+/// a partition refuses once it is full, so the lane was sending about this much, and further
+/// refusals cut from the rate measured by then. Half of it, as it was, left a lane refused at its
+/// start limited to under half its partition, growing back by a few percent a second while the
+/// other lanes ran full: with every lane over its partition, that lane's items were the run's
+/// tail (docs/benchmarks.md, "Every lane over its index partition").
+const FIRST_LIMIT_FLOOR: f64 = 1000.0;
 /// The share of the accepted rate a refusal leaves (multiplicative decrease).
 const CUT: f64 = 0.85;
 /// One refusal cuts at most once per this: refusals of requests already in flight answer the
