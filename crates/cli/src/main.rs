@@ -44,6 +44,7 @@ fn main() -> ExitCode {
         },
         None => Cli::command(),
     };
+    let command = args::empty_variables_unset(command, &|name: &str| std::env::var_os(name));
     let matches = command.get_matches();
     // For the hint after a refused IAM action: each command has its own policy file.
     let command_name = matches.subcommand_name().unwrap_or_default().to_string();

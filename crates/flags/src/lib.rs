@@ -4,12 +4,14 @@
 //! prints. This file holds the top level (global flags, the command list); `commands` the options
 //! of each command; `groups` the flag groups several commands share; `budget` `run`'s backlog
 //! budget; `health` the health check's; `config` the `--config` file, read as the flags'
-//! defaults. The test bench's flags are the bench driver's (`precise_ttl_bench_driver::cli`), in
-//! the command list only with the `bench` feature. Nothing here prints or exits.
+//! defaults; `env` the variables set empty, which count as unset. The test bench's flags are the
+//! bench driver's (`precise_ttl_bench_driver::cli`), in the command list only with the `bench`
+//! feature. Nothing here prints or exits.
 
 mod budget;
 mod commands;
 pub mod config;
+mod env;
 mod groups;
 mod health;
 #[cfg(test)]
@@ -17,6 +19,7 @@ mod tests;
 
 pub use budget::*;
 pub use commands::*;
+pub use env::empty_variables_unset;
 pub use groups::*;
 pub use health::*;
 
@@ -43,11 +46,12 @@ Start with:
   precise-ttl sweep --table my-table        # delete everything that is due now
 
 Every flag can also be set through an environment variable PRECISE_TTL_<FLAG> (for example
-PRECISE_TTL_TABLE). Region, credentials and endpoint also come from the standard AWS
-configuration, as for the AWS CLI: AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB,
-AWS_ENDPOINT_URL, and every credential source the CLI reads (keys in the environment, profiles
-with SSO, credential_process or `aws login`, web identity, ECS and EKS container credentials,
-the instance metadata service); --profile picks a profile.
+PRECISE_TTL_TABLE); one set to the empty string counts as not set. Region, credentials and
+endpoint also come from the standard AWS configuration, as for the AWS CLI: AWS_REGION,
+AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL, and every credential source the CLI
+reads (keys in the environment, profiles with SSO, credential_process or `aws login`, web
+identity, ECS and EKS container credentials, the instance metadata service); --profile picks a
+profile.
 
 Existing tables: `doctor` finds TTL problems, `backfill` gives existing items their shard, and
 --index-layout blog-window sweeps the 2022 blog's expirationWindow index as it stands.

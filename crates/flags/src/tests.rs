@@ -336,3 +336,23 @@ fn every_flag_has_its_variable_and_one_default_and_meaning_wherever_it_appears()
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// A variable set empty is no value for `run`, as for the Lambda: the flag no longer reads it,
+/// and the settings are the defaults'.
+#[test]
+fn a_variable_set_empty_counts_as_unset_for_run_as_for_the_lambda() {
+    let var = |name: &str| (name == "PRECISE_TTL_POLL_INTERVAL").then(std::ffi::OsString::new);
+    let mut command = crate::empty_variables_unset(Cli::command(), &var);
+    command.build();
+    let run = command.find_subcommand("run").expect("run");
+    let env_of = |long: &str| {
+        run.get_arguments()
+            .find(|a| a.get_long() == Some(long))
+            .unwrap_or_else(|| panic!("--{long}"))
+            .get_env()
+            .map(|name| name.to_owned())
+    };
+    assert_eq!(env_of("poll-interval"), None);
+    assert_eq!(env_of("lookback"), Some("PRECISE_TTL_LOOKBACK".into()));
+    assert_eq!(lambda(&[("poll-interval", "")]), lambda(&[]));
+}

@@ -1,6 +1,7 @@
 //! Usage errors exit 2 with one line, whichever check finds them (clap's, or a command's own after
-//! parsing); `archive`'s renamed flags keep their former names; logs carry no colour codes when
-//! standard error is not a terminal. None of these needs a store.
+//! parsing); `archive`'s renamed flags keep their former names; a variable set empty counts as
+//! unset, as it does for the Lambda; logs carry no colour codes when standard error is not a
+//! terminal. None of these needs a store.
 
 use std::time::Duration;
 
@@ -171,4 +172,27 @@ fn logs_to_a_pipe_carry_no_colour_codes() {
         "some log line: {text}"
     );
     assert!(!text.contains('\u{1b}'), "colour codes in: {text:?}");
+}
+
+/// A flag's variable set empty is no value (the default applies), as the Lambda reads its
+/// settings; the same empty value typed on the command line is still bad usage.
+#[test]
+fn a_variable_set_empty_counts_as_unset_and_an_empty_flag_is_bad_usage() {
+    let out = bare()
+        .env("PRECISE_TTL_POLL_INTERVAL", "")
+        .env("PRECISE_TTL_SHARDS", "")
+        .args(["run", "--table", "t", "--for", "1s"])
+        .assert()
+        .get_output()
+        .clone();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(2), "{text}");
+    assert!(
+        !text.contains("poll-interval") && !text.contains("shards"),
+        "{text}"
+    );
+    one_line_exit_2(
+        &["run", "--table", "t", "--poll-interval", ""],
+        "--poll-interval",
+    );
 }
