@@ -36,7 +36,7 @@ struct Workload {
     extend_every: Option<usize>,
     /// Round trips drawn as the simulator's ([`jittered`]), not a fixed 5 ms.
     jitter: bool,
-    /// Shards (lanes), and the table's partitions of 1,000 WCU/s each.
+    /// Shards (lanes), and the table's partitions (the table takes what they take together).
     shards: u16,
     table_partitions: u32,
 }
@@ -151,11 +151,12 @@ async fn run(w: Workload) -> Run {
     // The daemon's own source is seeded by its configuration; the thread-local one too, for
     // anything that still draws from it.
     fastrand::seed(w.seed);
+    let base = if w.jitter { jittered() } else { config() };
     let store_config = PartitionedConfig {
         hash_seed: w.seed,
         table_partitions: w.table_partitions,
-        table_wcu: 1000.0 * f64::from(w.table_partitions),
-        ..if w.jitter { jittered() } else { config() }
+        table_wcu: base.table_partition_wcu * f64::from(w.table_partitions),
+        ..base
     };
     let planned = plan(&w, &store_config);
     let store = Arc::new(PartitionedStore::new(store_config.clone()));
