@@ -183,6 +183,15 @@ pub struct BacklogStats {
     pub time_to_clear_ms: Option<i64>,
     /// `removed / (last backlog removal − run start)`, per second.
     pub per_s: Option<f64>,
+    /// The perfect sweeper's time to clear the same backlog beside the same expiring items and
+    /// writes by others, on the same store ([`crate::bound::perfect_backlog_done`]): its last
+    /// commit − run start, ms. `None` without a backlog or a known store capacity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound_time_to_clear_ms: Option<f64>,
+    /// Our backlog rate as a share of the perfect sweeper's: its time to clear / ours (1.0: as
+    /// fast as physics allows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratio_to_bound: Option<f64>,
 }
 
 /// One removed `Expire` item, for the scatter plot.
@@ -407,7 +416,7 @@ pub fn analyze(inputs: &Inputs) -> Report {
         peak_per_s: per_second.iter().map(|s| s.deletions).max().unwrap_or(0),
     };
 
-    let backlog = BacklogStats {
+    let mut backlog = BacklogStats {
         count: counts.backlog,
         removed: backlog_removed,
         time_to_clear_ms: backlog_last
@@ -416,6 +425,7 @@ pub fn analyze(inputs: &Inputs) -> Report {
         per_s: backlog_last
             .filter(|l| *l > start)
             .map(|l| backlog_removed as f64 / ((l - start) as f64 / 1000.0)),
+        ..BacklogStats::default()
     };
 
     // Every expiring item once (the first planted entry of its key), in planted order: the
@@ -448,6 +458,16 @@ pub fn analyze(inputs: &Inputs) -> Report {
             .collect();
         crate::bound::perfect_lags_by_item_with_writes(&expiring, &others_writes, capacity)
     });
+    if let Some(capacity) = inputs.capacity.as_ref().filter(|_| counts.backlog > 0) {
+        backlog.bound_time_to_clear_ms =
+            backlog_bound(inputs, &expiring_planted, &others_writes, capacity)
+                .map(|done| done - start as f64);
+        backlog.ratio_to_bound = backlog
+            .bound_time_to_clear_ms
+            .zip(backlog.time_to_clear_ms)
+            .filter(|(_, ours)| *ours > 0)
+            .map(|(perfect, ours)| (perfect / ours as f64 * 100.0).round() / 100.0);
+    }
     let app_writes = others_writes.len() as u64;
     let with_writes = |mut b: crate::Bound| {
         b.app_writes = app_writes;
@@ -535,6 +555,36 @@ pub fn analyze(inputs: &Inputs) -> Report {
         behind,
         app,
     }
+}
+
+/// When the perfect sweeper commits the last backlog item (epoch ms): the backlog known from the
+/// sweeper's start, every expiring item served first.
+fn backlog_bound(
+    inputs: &Inputs,
+    expiring: &[(&crate::Planted, i64)],
+    writes: &[crate::AppWrite],
+    capacity: &crate::StoreCapacity,
+) -> Option<f64> {
+    let at = |p: &crate::Planted, ttl_ms: i64| crate::Expiring {
+        ttl_ms,
+        partitions: [p.table_partition, p.shard.map(u32::from)],
+    };
+    let mut seen = std::collections::HashSet::new();
+    let backlog: Vec<crate::Expiring> = inputs
+        .planted
+        .iter()
+        .filter(|p| seen.insert(p.key.as_str()))
+        .filter_map(|p| match p.expect {
+            Expectation::Backlog { ttl_ms } => Some(at(p, ttl_ms)),
+            _ => None,
+        })
+        .collect();
+    let items: Vec<crate::Expiring> = expiring.iter().map(|(p, t)| at(p, *t)).collect();
+    let backlog = crate::Backlog {
+        items: &backlog,
+        from_ms: inputs.run_started_ms,
+    };
+    crate::bound::perfect_backlog_done(&items, backlog, writes, capacity)
 }
 
 /// The first seconds of expirations, when a daemon meets load it did not have, against the rest.

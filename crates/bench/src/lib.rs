@@ -24,8 +24,8 @@ pub use analyze::{
 pub use app::{AppAttempt, AppLoad, AppOutcome, AppReport, AppWindow, app_report};
 pub use behind::{BEHIND_AFTER_MS, Behind};
 pub use bound::{
-    AppWrite, Bound, Expiring, PartitionLimit, StoreCapacity, bound, bound_of_lags,
-    perfect_lags_by_item, perfect_lags_by_item_with_writes, perfect_lags_of,
+    AppWrite, Backlog, Bound, Expiring, PartitionLimit, StoreCapacity, bound, bound_of_lags,
+    perfect_backlog_done, perfect_lags_by_item, perfect_lags_by_item_with_writes, perfect_lags_of,
     perfect_lags_with_writes,
 };
 pub use input::{Expectation, Inputs, Planted, Removal};

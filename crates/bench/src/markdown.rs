@@ -125,7 +125,19 @@ impl Report {
         rows.push((
             "backlog clear time",
             match b.time_to_clear_ms {
-                Some(ms) => format!("{ms} ms for {} items ({} /s)", b.count, opt_f1(b.per_s)),
+                Some(ms) => {
+                    let perfect = b.bound_time_to_clear_ms.map_or_else(String::new, |p| {
+                        let ratio = b
+                            .ratio_to_bound
+                            .map_or("n/a".to_owned(), |r| format!("{r:.2}"));
+                        format!("; the perfect sweeper {p:.0} ms, ours at {ratio} × its rate")
+                    });
+                    format!(
+                        "{ms} ms for {} items ({} /s){perfect}",
+                        b.count,
+                        opt_f1(b.per_s)
+                    )
+                }
                 None if b.count == 0 => "n/a (no backlog)".to_owned(),
                 None => format!("not cleared: {} of {} removed", b.removed, b.count),
             },

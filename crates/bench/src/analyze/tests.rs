@@ -133,3 +133,73 @@ mod app_write_tests {
         );
     }
 }
+
+mod backlog_bound_tests {
+    use super::super::*;
+    use crate::{Planted, Removal};
+
+    #[test]
+    fn a_backlog_is_judged_against_the_perfect_sweepers_time_to_clear() {
+        // 2 000 items expired before the start (at 1 000 ms), 500/s expiring from then on for 4
+        // s, a store of 1 000/s: the perfect sweeper clears the backlog in the 500/s the others
+        // leave, in about 4 s. Ours took 5 s: 0.8 × its rate.
+        let planted: Vec<Planted> = (0..2000)
+            .map(|i| Planted {
+                key: format!("b{i}"),
+                expect: Expectation::Backlog { ttl_ms: 500 },
+                shard: None,
+                table_partition: None,
+            })
+            .chain((0..2000).map(|i| Planted {
+                key: format!("e{i}"),
+                expect: Expectation::Expire {
+                    ttl_ms: 1_000 + 2 * i,
+                },
+                shard: None,
+                table_partition: None,
+            }))
+            .collect();
+        let removals = planted
+            .iter()
+            .map(|p| Removal {
+                key: p.key.clone(),
+                seen_ms: match p.expect {
+                    Expectation::Backlog { .. } => 6_000,
+                    _ => 5_010,
+                },
+            })
+            .collect();
+        let inputs = Inputs {
+            planted,
+            removals,
+            run_started_ms: 1_000,
+            run_ended_ms: 8_000,
+            capacity: Some(crate::StoreCapacity {
+                per_second: 1000.0,
+                burst_items: 0.0,
+                floor_ms: 0.0,
+                source: "test".into(),
+                partition: None,
+            }),
+            ..Inputs::default()
+        };
+        let report = analyze(&inputs);
+        let b = &report.backlog;
+        assert_eq!(b.time_to_clear_ms, Some(5_000));
+        let perfect = b.bound_time_to_clear_ms.unwrap();
+        assert!((perfect - 4_000.0).abs() < 5.0, "{b:?}");
+        assert_eq!(b.ratio_to_bound, Some(0.8));
+        assert!(
+            report
+                .to_markdown()
+                .contains("; the perfect sweeper 3999 ms, ours at 0.80 × its rate"),
+            "{}",
+            report.to_markdown()
+        );
+        let unknown = Inputs {
+            capacity: None,
+            ..inputs
+        };
+        assert_eq!(analyze(&unknown).backlog.bound_time_to_clear_ms, None);
+    }
+}
