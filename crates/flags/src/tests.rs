@@ -23,6 +23,11 @@ fn describe(run: RunSettings) -> String {
     )
 }
 
+/// `command`'s option `--long`, if it has one.
+fn long_arg<'a>(command: &'a clap::Command, long: &str) -> Option<&'a clap::Arg> {
+    command.get_arguments().find(|a| a.get_long() == Some(long))
+}
+
 /// `precise-ttl run --table t --<name>=<value> …`'s settings, or why they were refused. A switch
 /// (`no-leases`) takes no value on the command line: its value is given as its variable's or the
 /// config file's would be, as the flag's default.
@@ -36,9 +41,7 @@ fn cli(settings: &[(&str, &'static str)]) -> Result<String, String> {
     ];
     for &(name, value) in settings {
         let run = command.find_subcommand("run").expect("run");
-        let switch = run
-            .get_arguments()
-            .find(|a| a.get_long() == Some(name))
+        let switch = long_arg(run, name)
             .filter(|a| matches!(a.get_action(), ArgAction::SetTrue))
             .map(|a| a.get_id().clone());
         match switch {
@@ -177,10 +180,8 @@ fn run_s_flags_are_the_settings() {
         settings::DELETE_MODE,
     ];
     for setting in shared.iter().chain(settings::DAEMON) {
-        let arg = run
-            .get_arguments()
-            .find(|a| a.get_long() == Some(setting.name))
-            .unwrap_or_else(|| panic!("run has no --{}", setting.name));
+        let arg =
+            long_arg(run, setting.name).unwrap_or_else(|| panic!("run has no --{}", setting.name));
         assert_eq!(
             arg.get_env().map(|e| e.to_string_lossy().to_string()),
             Some(setting.env()),
@@ -202,8 +203,8 @@ fn run_s_flags_are_the_settings() {
         );
     }
     let values = |name: &str| -> Vec<(String, String)> {
-        let arg = run.get_arguments().find(|a| a.get_long() == Some(name));
-        arg.expect(name)
+        long_arg(run, name)
+            .expect(name)
             .get_possible_values()
             .iter()
             .map(|v| {
@@ -346,8 +347,7 @@ fn a_variable_set_empty_counts_as_unset_for_run_as_for_the_lambda() {
     command.build();
     let run = command.find_subcommand("run").expect("run");
     let env_of = |long: &str| {
-        run.get_arguments()
-            .find(|a| a.get_long() == Some(long))
+        long_arg(run, long)
             .unwrap_or_else(|| panic!("--{long}"))
             .get_env()
             .map(|name| name.to_owned())

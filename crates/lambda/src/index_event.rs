@@ -176,40 +176,18 @@ mod tests {
     use serde_json::json;
 
     /// A stream record of table `sessions` (keys `pk` S, `sk` N).
-    fn record(name: &str, pk: &str, old_ttl: Option<&str>, new_ttl: Option<&str>) -> Value {
-        let image = |ttl: Option<&str>| {
-            let mut i = json!({"pk": {"S": pk}, "sk": {"N": "1"}, "data": {"L": [{"BOOL": true}]}});
-            if let Some(t) = ttl {
-                i["ttl"] = json!({"N": t});
-            }
-            i
-        };
-        let mut d = json!({
-            "ApproximateCreationDateTime": 1_800_000_000.0,
-            "Keys": {"sk": {"N": "1"}, "pk": {"S": pk}},
-            "SequenceNumber": "1", "SizeBytes": 40, "StreamViewType": "NEW_AND_OLD_IMAGES"
-        });
-        if name != "INSERT" {
-            d["OldImage"] = image(old_ttl);
-        }
-        if name != "REMOVE" {
-            d["NewImage"] = image(new_ttl);
-        }
-        json!({
-            "eventID": format!("{name}-{pk}"), "eventName": name, "eventVersion": "1.1",
-            "eventSource": "aws:dynamodb", "awsRegion": "eu-west-1", "dynamodb": d,
-            "eventSourceARN": "arn:aws:dynamodb:eu-west-1:123456789012:table/sessions/stream/2026-11-27T00:00:00.000"
-        })
+    fn record(name: &str, pk: &str, old_ttl: Option<i64>, new_ttl: Option<i64>) -> Value {
+        crate::stream_record::stream_record("sessions", name, pk, Some(1), old_ttl, new_ttl)
     }
 
     #[test]
     fn inserts_and_new_ttls_write_entries_touches_and_removes_do_not() {
         let event = json!({"Records": [
-            record("INSERT", "a", None, Some("1800000060")),
-            record("MODIFY", "a", Some("1800000060"), Some("1800000120")),
-            record("MODIFY", "b", Some("1800000060"), Some("1800000060")),
-            record("MODIFY", "c", Some("1800000060"), None),
-            record("REMOVE", "d", Some("1800000060"), None),
+            record("INSERT", "a", None, Some(1_800_000_060)),
+            record("MODIFY", "a", Some(1_800_000_060), Some(1_800_000_120)),
+            record("MODIFY", "b", Some(1_800_000_060), Some(1_800_000_060)),
+            record("MODIFY", "c", Some(1_800_000_060), None),
+            record("REMOVE", "d", Some(1_800_000_060), None),
         ]});
         let (changes, batch) = changes(&event, "ttl").unwrap();
         assert_eq!((batch.records, batch.changes, batch.removes), (5, 4, 1));
@@ -247,7 +225,7 @@ mod tests {
 
     #[test]
     fn records_the_queue_cannot_use_fail_the_batch_in_one_line() {
-        let mut keys_only = record("MODIFY", "a", Some("1"), Some("2"));
+        let mut keys_only = record("MODIFY", "a", Some(1), Some(2));
         keys_only["dynamodb"]
             .as_object_mut()
             .unwrap()
@@ -256,7 +234,7 @@ mod tests {
         let err = changes(&json!({"Records": [keys_only]}), "ttl").unwrap_err();
         assert!(err.to_string().contains("OLD_IMAGE"), "{err}");
         assert!(err.to_string().contains("NEW_AND_OLD_IMAGES"), "{err}");
-        let mut bad = record("INSERT", "a", None, Some("1800000060"));
+        let mut bad = record("INSERT", "a", None, Some(1_800_000_060));
         bad["dynamodb"]["Keys"]["pk"] = json!({"X": "?"});
         let err = changes(&json!({"Records": [bad]}), "ttl").unwrap_err();
         assert!(
@@ -266,7 +244,7 @@ mod tests {
         );
         // A REMOVE without a new image is expected, and an empty batch is no error.
         let (c, b) = changes(
-            &json!({"Records": [record("REMOVE", "a", Some("1"), None)]}),
+            &json!({"Records": [record("REMOVE", "a", Some(1), None)]}),
             "ttl",
         )
         .unwrap();

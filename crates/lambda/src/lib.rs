@@ -18,6 +18,8 @@ pub mod event;
 pub mod index_event;
 pub mod invoke;
 pub mod stream_event;
+#[cfg(test)]
+mod stream_record;
 mod sweep;
 
 pub use config::{ConfigError, LambdaConfig};

@@ -29,14 +29,19 @@ fn at(ttls: &[i64]) -> Vec<Expiring> {
     ttls.iter().map(|t| Expiring::at(*t)).collect()
 }
 
+/// `each` items due at each of the first `seconds` whole seconds.
+fn each_second(seconds: i64, each: usize) -> Vec<Expiring> {
+    let ttls: Vec<i64> = (0..seconds)
+        .flat_map(|s| std::iter::repeat_n(s * 1000, each))
+        .collect();
+    at(&ttls)
+}
+
 #[test]
 fn integer_ttls_wait_for_their_seconds_burst_to_drain() {
     // 500 items due at each of 10 whole seconds, a store of 1 000/s: the last of each
     // second waits 0.5 s, the first none.
-    let ttls: Vec<i64> = (0..10)
-        .flat_map(|s| std::iter::repeat_n(s * 1000, 500))
-        .collect();
-    let b = bound(&at(&ttls), &capacity(1000.0, 0.0), 600, 700);
+    let b = bound(&each_second(10, 500), &capacity(1000.0, 0.0), 600, 700);
     assert!((b.max_ms - 499.0).abs() < 1.5, "{b:?}");
     assert!((b.p50_ms - 250.0).abs() < 2.0, "{b:?}");
     assert_eq!(b.ratio_max, Some(1.4));
@@ -112,10 +117,7 @@ fn a_partition_at_its_limit_holds_its_items_back_however_idle_the_table() {
 fn a_store_slower_than_one_delete_a_millisecond_keeps_its_rate() {
     // 600 items due at each of 5 seconds on a 647/s store: each second's burst drains in
     // 0.93 s, no queue carries over.
-    let ttls: Vec<i64> = (0..5)
-        .flat_map(|s| std::iter::repeat_n(s * 1000, 600))
-        .collect();
-    let b = bound(&at(&ttls), &capacity(647.0, 0.0), 0, 0);
+    let b = bound(&each_second(5, 600), &capacity(647.0, 0.0), 0, 0);
     assert!((b.max_ms - 926.0).abs() < 3.0, "{b:?}");
 }
 

@@ -5,7 +5,8 @@ use crate::support::{
     archive_command, at, delete_table_if_any, due_items, endpoint, item, later_items, n,
     precise_ttl, s, table_with_index,
 };
-use std::collections::BTreeSet;
+use aws_sdk_dynamodb::types::AttributeValue;
+use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 /// Every record in the archive folder's JSON Lines files.
@@ -35,33 +36,47 @@ fn keys(records: &[serde_json::Value]) -> Vec<String> {
     keys
 }
 
+/// The partition keys of `items`.
+fn pks(items: &[HashMap<String, AttributeValue>]) -> BTreeSet<String> {
+    items
+        .iter()
+        .map(|i| i["pk"].as_s().expect("a String key").clone())
+        .collect()
+}
+
 fn archive_dir() -> std::path::PathBuf {
     std::env::temp_dir().join(format!("precise-ttl-archive-{:016x}", fastrand::u64(..)))
+}
+
+/// The archive URL of folder `dir`.
+fn url_of(dir: &std::path::Path) -> String {
+    format!("file://{}", dir.display())
+}
+
+/// `precise-ttl run` of `table` on the shared DynamoDB Local, polling as often as
+/// [`archive_command`]'s `archive`: the tests add the archive and where the output goes.
+fn run_command(table: &str) -> std::process::Command {
+    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"));
+    command
+        .args(["run", "--table", table, "--endpoint-url", endpoint()])
+        .args(["--poll-interval", "200ms"]);
+    command
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweep_archives_exactly_the_items_it_deletes_with_their_last_image() {
     let table = table_with_index().await;
-    let mut due = BTreeSet::new();
-    let mut items = Vec::new();
-    for i in 0..30 {
-        let key = format!("due-{i:02}");
-        items.push(item(
-            &key,
-            &[
-                ("ttl", at(-5_000 - i)),
-                ("ttl_shard", n(i % 16)),
-                ("note", s("keep me in the record")),
-            ],
-        ));
-        due.insert(key);
+    let mut items = due_items("due", 0..30, |i| -5_000 - i);
+    for item in &mut items {
+        item.insert("note".into(), s("keep me in the record"));
     }
+    let due = pks(&items);
     items.extend(later_items(5));
     table.put_many(items).await;
     let dir = archive_dir();
     precise_ttl()
         .args(["sweep", "--table", &table.name, "--archive"])
-        .arg(format!("file://{}", dir.display()))
+        .arg(url_of(&dir))
         .assert()
         .success();
     let recs = records(&dir);
@@ -86,25 +101,16 @@ async fn sweep_archives_exactly_the_items_it_deletes_with_their_last_image() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_archives_every_delete_and_nothing_else() {
     let table = table_with_index().await;
-    let mut items = Vec::new();
-    let mut due = Vec::new();
-    for i in 0..200 {
-        let key = format!("due-{i:03}");
-        let ttl = if i < 50 {
-            at(-30_000 - i)
-        } else {
-            at(500 + i * 10)
-        };
-        items.push(item(&key, &[("ttl", ttl), ("ttl_shard", n(i % 16))]));
-        due.push(key);
-    }
+    let mut items = due_items("due", 0..200, |i| {
+        if i < 50 { -30_000 - i } else { 500 + i * 10 }
+    });
+    let due = pks(&items);
     items.extend(later_items(5));
     table.put_many(items).await;
     let dir = archive_dir();
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
-        .args(["run", "--table", &table.name, "--endpoint-url", endpoint()])
-        .args(["--poll-interval", "200ms", "--archive"])
-        .arg(format!("file://{}", dir.display()))
+    let child = run_command(&table.name)
+        .arg("--archive")
+        .arg(url_of(&dir))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -115,7 +121,11 @@ async fn run_archives_every_delete_and_nothing_else() {
     assert!(out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
     let recs = records(&dir);
-    assert_eq!(keys(&recs), due, "one record per deleted item");
+    assert_eq!(
+        keys(&recs),
+        due.iter().cloned().collect::<Vec<_>>(),
+        "one record per deleted item"
+    );
     assert!(
         stdout.contains("stopped: deleted 200,"),
         "counted as many as archived: {stdout}"
@@ -143,10 +153,9 @@ async fn a_failing_archive_stops_the_daemon_with_the_reason() {
         .put_many(due_items("due", 0..40, |i| 2_500 + i * 10))
         .await;
     let dir = archive_dir();
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
-        .args(["run", "--table", &table.name, "--endpoint-url", endpoint()])
-        .args(["--poll-interval", "200ms", "--archive"])
-        .arg(format!("file://{}", dir.display()))
+    let mut child = run_command(&table.name)
+        .arg("--archive")
+        .arg(url_of(&dir))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -188,7 +197,7 @@ async fn a_failing_archive_stops_the_daemon_with_the_reason() {
 fn archive_child(table: &str, dir: &std::path::Path, checkpoints: &str) -> std::process::Child {
     archive_command(table, checkpoints)
         .arg("--to")
-        .arg(format!("file://{}", dir.display()))
+        .arg(url_of(dir))
         // Default settings: `auto` knows DynamoDB Local's stream, which dates records to the
         // minute.
         .stdout(std::process::Stdio::null())
@@ -203,16 +212,8 @@ fn archive_child(table: &str, dir: &std::path::Path, checkpoints: &str) -> std::
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn archive_from_the_stream_keeps_every_expiry_and_nothing_else_across_a_kill() {
     let table = crate::support::table_with_stream().await;
-    let mut items = Vec::new();
-    let mut due = BTreeSet::new();
-    for i in 0..80 {
-        let key = format!("due-{i:02}");
-        items.push(item(
-            &key,
-            &[("ttl", at(1_500 + i * 40)), ("ttl_shard", n(i % 16))],
-        ));
-        due.insert(key);
-    }
+    let mut items = due_items("due", 0..80, |i| 1_500 + i * 40);
+    let due = pks(&items);
     items.extend(later_items(5));
     items.push(item(
         "app-delete",
@@ -222,9 +223,7 @@ async fn archive_from_the_stream_keeps_every_expiry_and_nothing_else_across_a_ki
     let dir = archive_dir();
     let checkpoints = format!("precise-ttl-test-cp-{:08x}", fastrand::u32(..));
     let mut archiver = archive_child(&table.name, &dir, &checkpoints);
-    let mut daemon = std::process::Command::new(assert_cmd::cargo::cargo_bin("precise-ttl"))
-        .args(["run", "--table", &table.name, "--endpoint-url", endpoint()])
-        .args(["--poll-interval", "200ms"])
+    let mut daemon = run_command(&table.name)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -345,7 +344,7 @@ fn archive_with_metrics(
     use std::io::BufRead;
     let mut child = archive_command(table, checkpoints)
         .args(["--metrics-addr", "127.0.0.1:0", "--to"])
-        .arg(format!("file://{}", dir.display()))
+        .arg(url_of(dir))
         .args(extra)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())

@@ -276,12 +276,7 @@ impl<T: Ticket> Admission<T> {
         if class == Class::Backlog {
             cap = self.budget.available(now, cap);
             if cap == 0 {
-                return Decision::Wait {
-                    until: [self.budget.next_at(now), self.wake_at(lingering)]
-                        .into_iter()
-                        .flatten()
-                        .min(),
-                };
+                return self.wait_for(self.budget.next_at(now), lingering);
             }
         }
         cap = self.table_rate.available(now, cap);
@@ -289,12 +284,7 @@ impl<T: Ticket> Admission<T> {
         // when it is due (see the module's header).
         let retry_cap = self.partitions_rate.available(now, cap);
         if cap == 0 {
-            return Decision::Wait {
-                until: [self.table_rate.next_at(now), self.wake_at(lingering)]
-                    .into_iter()
-                    .flatten()
-                    .min(),
-            };
+            return self.wait_for(self.table_rate.next_at(now), lingering);
         }
         if let Some(bucket) = self.bucket.as_mut()
             && let Err(wait) = bucket.take(now, cap as f64)
@@ -305,12 +295,7 @@ impl<T: Ticket> Admission<T> {
         }
         let (items, retried) = self.form(class, cap, retry_cap, now);
         if items.is_empty() {
-            return Decision::Wait {
-                until: [self.wake_at(lingering), self.partitions_rate.next_at(now)]
-                    .into_iter()
-                    .flatten()
-                    .min(),
-            };
+            return self.wait_for(self.partitions_rate.next_at(now), lingering);
         }
         self.table_rate.took(items.len());
         self.partitions_rate.took(retried);
@@ -539,6 +524,14 @@ impl<T: Ticket> Admission<T> {
         }
         let until = since.saturating_add(self.settings.linger);
         (until > now).then_some(until)
+    }
+
+    /// Waits until a limit lets more go (`limit`: a rate's next token, the budget's) or until
+    /// [`Self::wake_at`], whichever comes first.
+    fn wait_for(&self, limit: Option<Timestamp>, lingering: Option<Timestamp>) -> Decision<T> {
+        Decision::Wait {
+            until: self.wake_at(lingering).into_iter().chain(limit).min(),
+        }
     }
 
     fn wake_at(&self, lingering: Option<Timestamp>) -> Option<Timestamp> {

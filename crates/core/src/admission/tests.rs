@@ -258,13 +258,25 @@ fn round(a: &mut Admission<It>, now: i64, lanes: usize, refuse: impl Fn(&It) -> 
     }
 }
 
-#[test]
-fn refusals_of_unknown_scope_concentrated_on_one_lane_limit_that_lane_only() {
+/// A fresh admission after the load the refusal tests below share: a [`round`] of every lane
+/// every `step_ms`, refusing the items `refuse` picks.
+fn rounds(step_ms: i64, refuse: impl Fn(&It) -> bool) -> Admission<It> {
     let mut a = Admission::new(4, settings(), 7);
     for ms in 0..50 {
-        round(&mut a, 1_000 + ms * 10, 4, |i| i.lane == 2 && i.id % 2 == 0);
+        round(&mut a, 1_000 + ms * step_ms, 4, &refuse);
     }
-    let snap = a.snapshot();
+    a
+}
+
+/// Refuses the items `pick` picks the first time each is sent only: the retry is accepted.
+fn once(pick: impl Fn(&It) -> bool) -> impl Fn(&It) -> bool {
+    let refused = std::cell::RefCell::new(std::collections::HashSet::new());
+    move |i| pick(i) && refused.borrow_mut().insert(i.id)
+}
+
+#[test]
+fn refusals_of_unknown_scope_concentrated_on_one_lane_limit_that_lane_only() {
+    let snap = rounds(10, |i| i.lane == 2 && i.id % 2 == 0).snapshot();
     assert_eq!(
         snap.limited_lanes
             .iter()
@@ -280,15 +292,8 @@ fn refusals_of_unknown_scope_concentrated_on_one_lane_limit_that_lane_only() {
 
 #[test]
 fn refusals_of_unknown_scope_spread_thinly_over_lanes_slow_nothing() {
-    let mut a = Admission::new(4, settings(), 7);
-    let refused = std::cell::RefCell::new(std::collections::HashSet::new());
-    for ms in 0..50 {
-        // One item in twenty refused once, whatever its lane: table partitions' keys.
-        round(&mut a, 1_000 + ms * 10, 4, |i| {
-            i.id.wrapping_mul(2_654_435_761) % 20 == 3 && refused.borrow_mut().insert(i.id)
-        });
-    }
-    let snap = a.snapshot();
+    // One item in twenty refused once, whatever its lane: table partitions' keys.
+    let snap = rounds(10, once(|i| i.id.wrapping_mul(2_654_435_761) % 20 == 3)).snapshot();
     assert!(snap.limited_lanes.is_empty(), "{snap:?}");
     assert_eq!((snap.table_rate, snap.retry_rate), (None, None), "{snap:?}");
     assert!(snap.concurrency_limit >= 4, "{snap:?}");
@@ -300,22 +305,11 @@ fn refusals_of_unknown_scope_spread_thinly_over_lanes_slow_nothing() {
 /// sent refused engages the loose send rate, a margin over what the table accepts.
 #[test]
 fn refusals_of_unknown_scope_over_the_table_engage_only_a_loose_rate() {
-    let mut a = Admission::new(4, settings(), 7);
-    let refused = std::cell::RefCell::new(std::collections::HashSet::new());
-    for ms in 0..50 {
-        round(&mut a, 1_000 + ms * 50, 4, |i| {
-            i.id % 3 == 0 && refused.borrow_mut().insert(i.id)
-        });
-    }
-    let snap = a.snapshot();
+    let snap = rounds(50, once(|i| i.id % 3 == 0)).snapshot();
     assert_eq!((snap.table_rate, snap.retry_rate), (None, None), "{snap:?}");
     assert!(snap.limited_lanes.is_empty(), "{snap:?}");
 
-    let mut a = Admission::new(4, settings(), 7);
-    for ms in 0..50 {
-        round(&mut a, 1_000 + ms * 50, 4, |i| i.id % 4 != 0);
-    }
-    let snap = a.snapshot();
+    let snap = rounds(50, |i| i.id % 4 != 0).snapshot();
     // 16 items every 50 ms, a quarter accepted: 80/s accepted, never held below it.
     let rate = snap.retry_rate.expect("engaged");
     assert!(rate >= 80.0, "{snap:?}");
@@ -330,10 +324,7 @@ fn refusals_of_unknown_scope_over_the_table_engage_only_a_loose_rate() {
 /// time still all go the moment they are due, whatever partition refused the retries.
 #[test]
 fn the_partitions_rate_holds_back_retries_not_first_attempts() {
-    let mut a = Admission::new(4, settings(), 7);
-    for ms in 0..50 {
-        round(&mut a, 1_000 + ms * 50, 4, |i| i.id % 4 != 0);
-    }
+    let mut a = rounds(50, |i| i.id % 4 != 0);
     assert!(a.snapshot().retry_rate.is_some(), "engaged");
     let now = 1_000 + 50 * 50;
     for k in 0..40u32 {

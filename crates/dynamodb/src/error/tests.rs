@@ -302,16 +302,17 @@ fn a_denied_action_is_named_and_fatal() {
     let stored = store_error("Query", answered(400, "AccessDeniedException", message));
     assert_eq!(stored.class, ErrorClass::Fatal);
     assert!(stored.message.contains(message), "{}", stored.message);
-    // Another wording stays the plain AccessDenied it was.
+    // Another wording stays the plain AccessDenied it was, fatal too.
     let plain = AdapterError::from_sdk(
         "DescribeTable",
-        "e",
+        "https://dynamodb.eu-west-1.amazonaws.com",
         answered(400, "AccessDeniedException", "not allowed"),
     );
     assert!(
         matches!(plain, AdapterError::AccessDenied { .. }),
         "{plain}"
     );
+    assert_eq!(plain.class(), ErrorClass::Fatal);
 }
 
 /// The SDK reports a credentials failure as a dispatch failure; it must not read as an
@@ -342,30 +343,21 @@ fn credentials_failures_are_named_and_fatal() {
     assert_eq!(classify(&during_a_run), ErrorClass::Fatal);
 }
 
+/// A timeout is transient; a service answer mapped to an [`AdapterError`] keeps its class (the
+/// access denied case is [`a_denied_action_is_named_and_fatal`]'s).
 #[test]
-fn transport_failures_are_transient_and_access_is_named() {
+fn transport_failures_are_transient_and_answers_keep_their_class() {
     let timeout: SdkError<DeleteItemError, HttpResponse> = SdkError::timeout_error("slow");
     assert_eq!(classify(&timeout), ErrorClass::Transient);
-    let denied = AdapterError::from_sdk(
-        "DescribeTable",
-        "https://dynamodb.eu-west-1.amazonaws.com",
-        answered(400, "AccessDeniedException", "not allowed"),
-    );
-    assert!(
-        matches!(denied, AdapterError::AccessDenied { .. }),
-        "{denied}"
-    );
-    assert_eq!(denied.class(), ErrorClass::Fatal);
-    let missing = AdapterError::from_sdk(
-        "Query",
-        "e",
-        answered(400, "ResourceNotFoundException", "no such index"),
-    );
-    assert_eq!(missing.class(), ErrorClass::Fatal);
-    let busy = AdapterError::from_sdk(
-        "Query",
-        "e",
-        answered(400, "ThrottlingException", "slow down"),
-    );
-    assert_eq!(busy.class(), ErrorClass::Throttled);
+    for (code, message, class) in [
+        (
+            "ResourceNotFoundException",
+            "no such index",
+            ErrorClass::Fatal,
+        ),
+        ("ThrottlingException", "slow down", ErrorClass::Throttled),
+    ] {
+        let mapped = AdapterError::from_sdk("Query", "e", answered(400, code, message));
+        assert_eq!(mapped.class(), class, "{code}");
+    }
 }

@@ -3,6 +3,9 @@
 //! misconfigured function; the stream-queue layout in [`stream_queue`].
 
 mod stream_queue;
+// The unit tests' stream record, so the function gets the same records here.
+#[path = "../../src/stream_record.rs"]
+mod stream_record;
 
 use precise_ttl_bench_driver::{
     BenchConfig, DaemonCommand, Function, LambdaPlan, LocalLambda, NoProgress,

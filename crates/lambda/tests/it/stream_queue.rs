@@ -51,30 +51,7 @@ async fn call(lambda: &mut LocalLambda, event: Value, timeout: Duration) -> Resu
 
 /// A stream record of `table` for item `pk`; a TTL of `None` leaves the attribute out.
 fn record(table: &str, name: &str, pk: &str, old: Option<i64>, new: Option<i64>) -> Value {
-    let image = |ttl: Option<i64>| {
-        let mut i = json!({"pk": {"S": pk}, "payload": {"S": "x"}});
-        if let Some(t) = ttl {
-            i["ttl"] = json!({"N": t.to_string()});
-        }
-        i
-    };
-    let mut d = json!({
-        "ApproximateCreationDateTime": now_s() as f64,
-        "Keys": {"pk": {"S": pk}},
-        "SequenceNumber": format!("{}", fastrand::u64(..)),
-        "SizeBytes": 30, "StreamViewType": "NEW_AND_OLD_IMAGES"
-    });
-    if name != "INSERT" {
-        d["OldImage"] = image(old);
-    }
-    if name != "REMOVE" {
-        d["NewImage"] = image(new);
-    }
-    json!({
-        "eventID": format!("{name}-{pk}"), "eventName": name, "eventVersion": "1.1",
-        "eventSource": "aws:dynamodb", "awsRegion": "ddblocal", "dynamodb": d,
-        "eventSourceARN": format!("arn:aws:dynamodb:ddblocal:000000000000:table/{table}/stream/2026-11-27T00:00:00.000")
-    })
+    crate::stream_record::stream_record(table, name, pk, None, old, new)
 }
 
 fn now_s() -> i64 {
