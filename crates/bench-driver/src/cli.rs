@@ -44,6 +44,13 @@ pub struct BenchArgs {
     #[arg(long, value_name = "SHARE", value_parser = fraction)]
     pub hot_shard_share: Option<f64>,
 
+    /// Items whose TTL the bench pushes an hour later 1–2 s before it is due, after the sweeper
+    /// has read them: they must survive, and each costs the sweeper a conditional delete that
+    /// fails (a write unit the physical bound's sweeper, which knows the future, never spends)
+    /// [default: a hundredth of --items, 10 to 1,000]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    pub extended: Option<u64>,
+
     /// Items already expired when the sweeper starts (the catch-up scenario)
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=5_000_000))]
     pub backlog: u64,
@@ -248,6 +255,7 @@ impl BenchArgs {
         config.items = self.items;
         config.spread = self.spread;
         config.hot_shard_share = hot_shard_share;
+        config.extended = self.extended;
         config.backlog = self.backlog;
         config.idle = self.idle;
         config.grace = self.grace;

@@ -34,6 +34,9 @@ pub struct BenchConfig {
     /// evenly over the other shards: one index partition taking more than the others (`None`:
     /// every item's shard drawn uniformly).
     pub hot_shard_share: Option<f64>,
+    /// Items whose TTL the bench extends 1–2 s before it is due, which must survive (`None`: a
+    /// hundredth of `items`, 10 to 1,000).
+    pub extended: Option<u64>,
     /// Items already expired when the sweeper starts.
     pub backlog: u64,
     /// Nothing is due for this long after the sweeper starts: a burst met by a daemon that has
@@ -147,6 +150,7 @@ impl BenchConfig {
             items: 2000,
             spread: Duration::from_secs(10),
             hot_shard_share: None,
+            extended: None,
             backlog: 0,
             idle: Duration::ZERO,
             grace: Duration::from_secs(3),

@@ -97,6 +97,9 @@ pub struct LoadShape {
     /// TTLs are multiples of this: 1 s for writers of whole epoch seconds (every item of a
     /// second due at once), 1 ms for spread-out fractional TTLs.
     pub granularity: Duration,
+    /// Items that must survive because a writer extends their TTL 1–2 s before it is due
+    /// (`None`: a hundredth of `count`, 10 to 1,000).
+    pub extended: Option<u64>,
 }
 
 /// The main load `config` asks for, its TTLs from `first` on, seeded by the config's seed.
@@ -113,6 +116,7 @@ pub fn for_config(
         shards: config.layout.shards.get(),
         hot_share: config.hot_shard_share,
         granularity: config.ttl_granularity,
+        extended: config.extended,
     };
     main_load(
         items,
@@ -139,6 +143,7 @@ pub fn main_load(
         shards,
         hot_share,
         granularity,
+        extended,
     } = shape;
     let mut plan = Plan::default();
     let mut shard_rng = rng.fork();
@@ -174,7 +179,7 @@ pub fn main_load(
         let ttl = now.saturating_sub(Duration::from_millis(10_000 + rng.u64(0..3_600_000)));
         plan.due(items, key, ttl, shard(None), true);
     }
-    let extended = (count / 100).clamp(10, 1000);
+    let extended = extended.unwrap_or((count / 100).clamp(10, 1000));
     for i in 0..extended {
         let key = format!("extended-{i:05}");
         let offset = 2000.0 + (spread_ms - 2000.0).max(0.0) * i as f64 / extended as f64;
@@ -273,6 +278,7 @@ mod tests {
             shards,
             hot_share: None,
             granularity: Duration::from_secs(1),
+            extended: None,
         }
     }
 
@@ -285,6 +291,35 @@ mod tests {
             shards: 4,
             hot_share: None,
             granularity: Duration::from_millis(1),
+            extended: None,
+        }
+    }
+
+    #[test]
+    fn the_extended_items_are_as_many_as_asked_or_a_hundredth_of_the_load() {
+        let items = ItemWriter::new("pk", &TtlLayout::default());
+        let survivors = |shape: LoadShape| {
+            let plan = load(&items, shape, Duration::from_secs(5), 7);
+            let extended = plan
+                .planted
+                .iter()
+                .filter(|p| matches!(&p.expect, Expectation::Survive { why } if why.starts_with("TTL extended")))
+                .count();
+            assert_eq!(extended, plan.extensions.len());
+            extended
+        };
+        assert_eq!(survivors(three_seconds_of_300()), 10, "at least 10");
+        let more = LoadShape {
+            count: 3000,
+            ..three_seconds_of_300()
+        };
+        assert_eq!(survivors(more), 30, "a hundredth");
+        for asked in [0, 3] {
+            let shape = LoadShape {
+                extended: Some(asked),
+                ..more
+            };
+            assert_eq!(survivors(shape), asked as usize);
         }
     }
 
