@@ -1,5 +1,51 @@
-//! The analysis of a run against hand-made event logs: lag statistics, thin runs, ramps and
-//! the application's writes.
+//! The analysis of a run against hand-made event logs: lag statistics, thin runs, ramps, the
+//! application's writes and a backlog against the perfect sweeper.
+
+/// Event logs on a store with one limit: every planted item and when it was seen removed.
+mod logs {
+    use super::super::*;
+    use crate::{Planted, Removal};
+
+    /// `key`, expected to be `expect`ed, on no shard or partition of its own.
+    pub fn planted(key: String, expect: Expectation) -> Planted {
+        Planted {
+            key,
+            expect,
+            shard: None,
+            table_partition: None,
+        }
+    }
+
+    /// A run from `started_ms` to `ended_ms` on a store of 1 000 deletes/s with no burst,
+    /// round trip or partitions, every planted item removed at `seen_ms(item)`.
+    pub fn on_a_store_of_1000_per_s(
+        planted: Vec<Planted>,
+        seen_ms: impl Fn(&Planted) -> i64,
+        (started_ms, ended_ms): (i64, i64),
+    ) -> Inputs {
+        let removals = planted
+            .iter()
+            .map(|p| Removal {
+                key: p.key.clone(),
+                seen_ms: seen_ms(p),
+            })
+            .collect();
+        Inputs {
+            planted,
+            removals,
+            run_started_ms: started_ms,
+            run_ended_ms: ended_ms,
+            capacity: Some(crate::StoreCapacity {
+                per_second: 1000.0,
+                burst_items: 0.0,
+                floor_ms: 0.0,
+                source: "test".into(),
+                partition: None,
+            }),
+            ..Inputs::default()
+        }
+    }
+}
 
 mod lag_and_histogram {
     use super::super::*;
@@ -74,40 +120,16 @@ mod ramp_tests {
 
 mod app_write_tests {
     use super::super::*;
-    use crate::{AppWrite, Planted, Removal};
+    use super::logs::{on_a_store_of_1000_per_s, planted};
+    use crate::AppWrite;
 
     #[test]
     fn the_benchs_own_writes_raise_the_bound_and_the_report_says_so() {
         // 1 000 items due in one second on a 1 000/s store; the bench writes 500 more in it.
-        let planted: Vec<Planted> = (0..1000)
-            .map(|i| Planted {
-                key: format!("k{i}"),
-                expect: Expectation::Expire { ttl_ms: 10_000 + i },
-                shard: None,
-                table_partition: None,
-            })
+        let items = (0..1000)
+            .map(|i| planted(format!("k{i}"), Expectation::Expire { ttl_ms: 10_000 + i }))
             .collect();
-        let removals = planted
-            .iter()
-            .map(|p| Removal {
-                key: p.key.clone(),
-                seen_ms: 12_000,
-            })
-            .collect();
-        let inputs = Inputs {
-            planted,
-            removals,
-            run_started_ms: 0,
-            run_ended_ms: 20_000,
-            capacity: Some(crate::StoreCapacity {
-                per_second: 1000.0,
-                burst_items: 0.0,
-                floor_ms: 0.0,
-                source: "test".into(),
-                partition: None,
-            }),
-            ..Inputs::default()
-        };
+        let inputs = on_a_store_of_1000_per_s(items, |_| 12_000, (0, 20_000));
         let without = analyze(&inputs).bound.unwrap();
         assert_eq!(without.app_writes, 0);
         let with_writes = Inputs {
@@ -136,53 +158,29 @@ mod app_write_tests {
 
 mod backlog_bound_tests {
     use super::super::*;
-    use crate::{Planted, Removal};
+    use super::logs::{on_a_store_of_1000_per_s, planted};
 
     #[test]
     fn a_backlog_is_judged_against_the_perfect_sweepers_time_to_clear() {
         // 2 000 items expired before the start (at 1 000 ms), 500/s expiring from then on for 4
         // s, a store of 1 000/s: the perfect sweeper clears the backlog in the 500/s the others
         // leave, in about 4 s. Ours took 5 s: 0.8 × its rate.
-        let planted: Vec<Planted> = (0..2000)
-            .map(|i| Planted {
-                key: format!("b{i}"),
-                expect: Expectation::Backlog { ttl_ms: 500 },
-                shard: None,
-                table_partition: None,
-            })
-            .chain((0..2000).map(|i| Planted {
-                key: format!("e{i}"),
-                expect: Expectation::Expire {
+        let backlog =
+            (0..2000).map(|i| planted(format!("b{i}"), Expectation::Backlog { ttl_ms: 500 }));
+        let expiring = (0..2000).map(|i| {
+            planted(
+                format!("e{i}"),
+                Expectation::Expire {
                     ttl_ms: 1_000 + 2 * i,
                 },
-                shard: None,
-                table_partition: None,
-            }))
-            .collect();
-        let removals = planted
-            .iter()
-            .map(|p| Removal {
-                key: p.key.clone(),
-                seen_ms: match p.expect {
-                    Expectation::Backlog { .. } => 6_000,
-                    _ => 5_010,
-                },
-            })
-            .collect();
-        let inputs = Inputs {
-            planted,
-            removals,
-            run_started_ms: 1_000,
-            run_ended_ms: 8_000,
-            capacity: Some(crate::StoreCapacity {
-                per_second: 1000.0,
-                burst_items: 0.0,
-                floor_ms: 0.0,
-                source: "test".into(),
-                partition: None,
-            }),
-            ..Inputs::default()
+            )
+        });
+        let seen = |p: &crate::Planted| match p.expect {
+            Expectation::Backlog { .. } => 6_000,
+            _ => 5_010,
         };
+        let inputs =
+            on_a_store_of_1000_per_s(backlog.chain(expiring).collect(), seen, (1_000, 8_000));
         let report = analyze(&inputs);
         let b = &report.backlog;
         assert_eq!(b.time_to_clear_ms, Some(5_000));
