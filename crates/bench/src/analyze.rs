@@ -184,7 +184,7 @@ pub struct BacklogStats {
     /// `removed / (last backlog removal − run start)`, per second.
     pub per_s: Option<f64>,
     /// The perfect sweeper's time to clear the same backlog beside the same expiring items and
-    /// writes by others, on the same store ([`crate::bound::perfect_backlog_done`]): its last
+    /// writes by others, on the same store ([`crate::bound::perfect_sweep_by_item`]): its last
     /// commit − run start, ms. `None` without a backlog or a known store capacity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bound_time_to_clear_ms: Option<f64>,
@@ -429,45 +429,52 @@ pub fn analyze(inputs: &Inputs) -> Report {
     };
 
     // Every expiring item once (the first planted entry of its key), in planted order: the
-    // bound keeps that order among items due at one instant.
+    // bound keeps that order among items due at one instant; the backlog's items likewise.
     let mut seen_keys: std::collections::HashSet<&str> = std::collections::HashSet::new();
-    let expiring_planted: Vec<(&crate::Planted, i64)> = inputs
+    let mut expiring_planted: Vec<(&crate::Planted, i64)> = Vec::new();
+    let mut backlog_planted: Vec<(&crate::Planted, i64)> = Vec::new();
+    for p in inputs
         .planted
         .iter()
         .filter(|p| seen_keys.insert(p.key.as_str()))
-        .filter_map(|p| match p.expect {
-            Expectation::Expire { ttl_ms } => Some((p, ttl_ms)),
-            _ => None,
-        })
-        .collect();
+    {
+        match p.expect {
+            Expectation::Expire { ttl_ms } => expiring_planted.push((p, ttl_ms)),
+            Expectation::Backlog { ttl_ms } => backlog_planted.push((p, ttl_ms)),
+            Expectation::Survive { .. } => {}
+        }
+    }
     // Every write by others the store took: the bench's extensions and the application's
     // accepted writes.
     let mut others_writes = inputs.app_writes.clone();
     if let Some(app) = &inputs.app {
         others_writes.extend(app.attempts.iter().filter_map(crate::AppAttempt::as_write));
     }
-    // The perfect sweeper runs once, over the whole workload; each part's bound is the part of
-    // its lags that belongs to the part's items.
-    let perfect: Option<Vec<f64>> = inputs.capacity.as_ref().map(|capacity| {
-        let expiring: Vec<crate::Expiring> = expiring_planted
-            .iter()
-            .map(|(p, ttl_ms)| crate::Expiring {
-                ttl_ms: *ttl_ms,
-                partitions: [p.table_partition, p.shard.map(u32::from)],
-            })
-            .collect();
-        crate::bound::perfect_lags_by_item_with_writes(&expiring, &others_writes, capacity)
+    // The perfect sweeper runs once, over the whole workload and the backlog; each part's bound
+    // is the part of its lags that belongs to the part's items.
+    let perfect: Option<crate::PerfectSweep> = inputs.capacity.as_ref().map(|capacity| {
+        let at = |(p, ttl_ms): &(&crate::Planted, i64)| crate::Expiring {
+            ttl_ms: *ttl_ms,
+            partitions: [p.table_partition, p.shard.map(u32::from)],
+        };
+        let expiring: Vec<crate::Expiring> = expiring_planted.iter().map(at).collect();
+        let late: Vec<crate::Expiring> = backlog_planted.iter().map(at).collect();
+        let backlog = (!late.is_empty()).then_some(crate::Backlog {
+            items: &late,
+            from_ms: start,
+        });
+        crate::bound::perfect_sweep_by_item(&expiring, backlog, &others_writes, capacity)
     });
-    if let Some(capacity) = inputs.capacity.as_ref().filter(|_| counts.backlog > 0) {
-        backlog.bound_time_to_clear_ms =
-            backlog_bound(inputs, &expiring_planted, &others_writes, capacity)
-                .map(|done| done - start as f64);
-        backlog.ratio_to_bound = backlog
-            .bound_time_to_clear_ms
-            .zip(backlog.time_to_clear_ms)
-            .filter(|(_, ours)| *ours > 0)
-            .map(|(perfect, ours)| (perfect / ours as f64 * 100.0).round() / 100.0);
-    }
+    backlog.bound_time_to_clear_ms = perfect
+        .as_ref()
+        .and_then(|p| p.backlog_done_ms)
+        .map(|done| done - start as f64);
+    backlog.ratio_to_bound = backlog
+        .bound_time_to_clear_ms
+        .zip(backlog.time_to_clear_ms)
+        .filter(|(_, ours)| *ours > 0)
+        .map(|(perfect, ours)| (perfect / ours as f64 * 100.0).round() / 100.0);
+    let perfect: Option<Vec<f64>> = perfect.map(|p| p.lags);
     let app_writes = others_writes.len() as u64;
     let with_writes = |mut b: crate::Bound| {
         b.app_writes = app_writes;
@@ -555,36 +562,6 @@ pub fn analyze(inputs: &Inputs) -> Report {
         behind,
         app,
     }
-}
-
-/// When the perfect sweeper commits the last backlog item (epoch ms): the backlog known from the
-/// sweeper's start, every expiring item served first.
-fn backlog_bound(
-    inputs: &Inputs,
-    expiring: &[(&crate::Planted, i64)],
-    writes: &[crate::AppWrite],
-    capacity: &crate::StoreCapacity,
-) -> Option<f64> {
-    let at = |p: &crate::Planted, ttl_ms: i64| crate::Expiring {
-        ttl_ms,
-        partitions: [p.table_partition, p.shard.map(u32::from)],
-    };
-    let mut seen = std::collections::HashSet::new();
-    let backlog: Vec<crate::Expiring> = inputs
-        .planted
-        .iter()
-        .filter(|p| seen.insert(p.key.as_str()))
-        .filter_map(|p| match p.expect {
-            Expectation::Backlog { ttl_ms } => Some(at(p, ttl_ms)),
-            _ => None,
-        })
-        .collect();
-    let items: Vec<crate::Expiring> = expiring.iter().map(|(p, t)| at(p, *t)).collect();
-    let backlog = crate::Backlog {
-        items: &backlog,
-        from_ms: inputs.run_started_ms,
-    };
-    crate::bound::perfect_backlog_done(&items, backlog, writes, capacity)
 }
 
 /// The first seconds of expirations, when a daemon meets load it did not have, against the rest.

@@ -24,9 +24,9 @@ pub use analyze::{
 pub use app::{AppAttempt, AppLoad, AppOutcome, AppReport, AppWindow, app_report};
 pub use behind::{BEHIND_AFTER_MS, Behind};
 pub use bound::{
-    AppWrite, Backlog, Bound, Expiring, PartitionLimit, StoreCapacity, bound, bound_of_lags,
-    perfect_backlog_done, perfect_lags_by_item, perfect_lags_by_item_with_writes, perfect_lags_of,
-    perfect_lags_with_writes,
+    AppWrite, Backlog, Bound, Expiring, PartitionLimit, PerfectSweep, StoreCapacity, bound,
+    bound_of_lags, perfect_lags_by_item, perfect_lags_by_item_with_writes, perfect_lags_of,
+    perfect_lags_with_writes, perfect_sweep_by_item,
 };
 pub use input::{Expectation, Inputs, Planted, Removal};
 pub use plot::{PlotError, write_plot};

@@ -7,7 +7,7 @@
 //! no sweeper can do better, and a report states our lag as a ratio to this. A backlog (items
 //! already expired at the start) gets the capacity the expiring items leave, and the time the
 //! perfect sweeper takes to clear it is the bound of a catch-up's rate
-//! ([`perfect_backlog_done`]).
+//! ([`perfect_sweep_by_item`]).
 //!
 //! Writes by others during the run ([`AppWrite`]: the bench's TTL extensions and the accepted
 //! writes of the application sharing the table, `bench --app-writes`) take the same capacity: each takes its write units from the buckets it writes at the instant it
@@ -186,11 +186,7 @@ pub fn perfect_lags_by_item_with_writes(
     writes: &[AppWrite],
     capacity: &StoreCapacity,
 ) -> Vec<f64> {
-    let mut lags = vec![0.0; items.len()];
-    for (i, lag) in perfect_lags_indexed(items, writes, capacity) {
-        lags[i] = lag;
-    }
-    lags
+    perfect_sweep_by_item(items, None, writes, capacity).lags
 }
 
 /// (index in `items`, lag) of every item, in the order the perfect sweeper deletes them.
@@ -210,18 +206,36 @@ pub struct Backlog<'a> {
     pub from_ms: i64,
 }
 
-/// When the perfect sweeper commits the last item of `backlog` (epoch ms, its round trip
-/// included; `None` for an empty backlog), on a store that also takes `writes`. It serves every
-/// expiring item of `items` first, the instant it is due, and gives the backlog only the capacity
-/// they leave, oldest first, each partition at its own limit: a catch-up no sweeper clears
-/// sooner without making on-time items late. A run's backlog rate is judged against it.
-pub fn perfect_backlog_done(
+/// What the perfect sweeper did for a workload and, when there is one, a backlog beside it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PerfectSweep {
+    /// The lag of each expiring item, in `items`' order (as [`perfect_lags_by_item`]).
+    pub lags: Vec<f64>,
+    /// When it committed the last backlog item (epoch ms, its round trip included; `None`
+    /// without a backlog).
+    pub backlog_done_ms: Option<f64>,
+}
+
+/// The perfect sweeper over `items` and `backlog` on a store that also takes `writes`, in one
+/// pass. It serves every expiring item first, the instant it is due (their lags are those
+/// without the backlog), and gives the backlog only the capacity they leave, oldest first, each
+/// partition at its own limit: a catch-up no sweeper clears sooner without making on-time items
+/// late. A run's backlog rate is judged against it.
+pub fn perfect_sweep_by_item(
     items: &[Expiring],
-    backlog: Backlog<'_>,
+    backlog: Option<Backlog<'_>>,
     writes: &[AppWrite],
     capacity: &StoreCapacity,
-) -> Option<f64> {
-    perfect_sweep(items, Some(backlog), writes, capacity).backlog_done_ms
+) -> PerfectSweep {
+    let sweep = perfect_sweep(items, backlog, writes, capacity);
+    let mut lags = vec![0.0; items.len()];
+    for (i, lag) in sweep.lags {
+        lags[i] = lag;
+    }
+    PerfectSweep {
+        lags,
+        backlog_done_ms: sweep.backlog_done_ms,
+    }
 }
 
 /// What [`perfect_sweep`] did.

@@ -232,22 +232,18 @@ fn no_items_no_bound() {
 fn a_backlog_alone_clears_at_the_stores_rate() {
     // 1 000 items expired before the start, a store of 1 000/s: the last goes at 999 ms.
     let backlog = at(&vec![-5000; 1000]);
-    let done = perfect_backlog_done(
-        &[],
-        Backlog {
-            items: &backlog,
-            from_ms: 0,
-        },
-        &[],
-        &capacity(1000.0, 0.0),
-    );
+    let b = Backlog {
+        items: &backlog,
+        from_ms: 0,
+    };
+    let done = perfect_sweep_by_item(&[], Some(b), &[], &capacity(1000.0, 0.0)).backlog_done_ms;
     assert_eq!(done, Some(999.0));
     let none = Backlog {
         items: &[],
         from_ms: 0,
     };
     assert_eq!(
-        perfect_backlog_done(&[], none, &[], &capacity(1000.0, 0.0)),
+        perfect_sweep_by_item(&[], Some(none), &[], &capacity(1000.0, 0.0)).backlog_done_ms,
         None
     );
 }
@@ -263,15 +259,11 @@ fn a_backlog_takes_only_what_the_expiring_items_leave() {
         items: &backlog,
         from_ms: 0,
     };
-    let done = perfect_backlog_done(&items, b, &[], &c).unwrap();
+    let beside = perfect_sweep_by_item(&items, Some(b), &[], &c);
+    let done = beside.backlog_done_ms.unwrap();
     assert!((done - 2000.0).abs() < 5.0, "{done}");
     let alone = perfect_lags_by_item(&items, &c);
-    let beside = perfect_sweep(&items, Some(b), &[], &c);
-    let mut lags = vec![0.0; items.len()];
-    for (i, l) in beside.lags {
-        lags[i] = l;
-    }
-    assert_eq!(lags, alone);
+    assert_eq!(beside.lags, alone);
 }
 
 #[test]
@@ -289,7 +281,9 @@ fn a_backlog_on_one_partition_clears_at_that_partitions_limit() {
     };
     let done = |items: &[Expiring]| {
         let b = Backlog { items, from_ms: 0 };
-        perfect_backlog_done(&[], b, &[], &limited).unwrap()
+        perfect_sweep_by_item(&[], Some(b), &[], &limited)
+            .backlog_done_ms
+            .unwrap()
     };
     assert!((done(&on(1)) - 1000.0).abs() < 3.0, "{}", done(&on(1)));
     assert!((done(&on(2)) - 500.0).abs() < 3.0, "{}", done(&on(2)));
