@@ -8,7 +8,7 @@
 
 use crate::{Expiry, Timestamp};
 use foldhash::fast::RandomState;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasher, Hash};
 
 /// What each lane has read completely, for the watermark.
@@ -78,7 +78,26 @@ pub struct Pending<K, I> {
     resolved_order: VecDeque<(I, u64)>,
     /// Per lane, a multiset of pending expiries.
     expiries: Vec<BTreeMap<Expiry, usize>>,
+    /// Per lane, each pending item by expiry and key hash: the read that admitted it and the
+    /// last read that listed it there, for [`Pending::withdraw_unlisted`].
+    listings: Vec<BTreeMap<(Expiry, u64), Listing<I>>>,
+    /// Hashes of pending keys the index no longer lists at their expiry: not to be deleted.
+    withdrawn: HashSet<u64, RandomState>,
     pub coverage: Vec<Coverage>,
+}
+
+/// One read of the index: when it was sent (the daemon's monotonic instant) and its number
+/// (reads of one daemon are numbered from 1; 0 stands for a read that lists nothing again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Read<I> {
+    pub at: I,
+    pub seq: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Listing<I> {
+    admitted_at: I,
+    seen: u64,
 }
 
 impl<K: Eq + Hash + Clone, I: Ord + Copy> Pending<K, I> {
@@ -89,6 +108,8 @@ impl<K: Eq + Hash + Clone, I: Ord + Copy> Pending<K, I> {
             resolved: HashMap::default(),
             resolved_order: VecDeque::new(),
             expiries: vec![BTreeMap::new(); lanes],
+            listings: vec![BTreeMap::new(); lanes],
+            withdrawn: HashSet::default(),
             coverage: vec![Coverage::default(); lanes],
         }
     }
@@ -96,24 +117,94 @@ impl<K: Eq + Hash + Clone, I: Ord + Copy> Pending<K, I> {
     /// Records an item, from a read sent at `read_at`, as pending; false if it already was, or
     /// was resolved after that read was sent.
     pub fn admit(&mut self, lane: usize, key: &K, expiry: Expiry, read_at: I) -> bool {
-        if self.keys.contains_key(key)
-            || self
-                .resolved
-                .get(&self.hasher.hash_one(key))
-                .is_some_and(|t| *t >= read_at)
-        {
+        self.admit_listed(
+            lane,
+            key,
+            expiry,
+            Read {
+                at: read_at,
+                seq: 0,
+            },
+        )
+    }
+
+    /// As [`Pending::admit`], and a pending item listed again at the same expiry remembers that
+    /// `read` listed it.
+    pub fn admit_listed(&mut self, lane: usize, key: &K, expiry: Expiry, read: Read<I>) -> bool {
+        let hash = self.hasher.hash_one(key);
+        if let Some(&(was_lane, was)) = self.keys.get(key) {
+            if was_lane == lane
+                && was == expiry
+                && let Some(listing) = self.listings[lane].get_mut(&(expiry, hash))
+            {
+                listing.seen = listing.seen.max(read.seq);
+            }
+            return false;
+        }
+        if self.resolved.get(&hash).is_some_and(|t| *t >= read.at) {
             return false;
         }
         self.keys.insert(key.clone(), (lane, expiry));
         *self.expiries[lane].entry(expiry).or_default() += 1;
+        self.listings[lane].insert(
+            (expiry, hash),
+            Listing {
+                admitted_at: read.at,
+                seen: read.seq,
+            },
+        );
         true
+    }
+
+    /// After `read` of `lane` listed every item of the index with an expiry in `(after, until]`:
+    /// the pending items of that range admitted by an earlier read and not listed by this one
+    /// at their expiry have moved in the index (the application changed their TTL, or deleted
+    /// them), and are withdrawn. Returns how many.
+    ///
+    /// Only items not yet due when the read was sent (`after` no earlier than its `now`): those
+    /// wait in admission and have not been sent, so a withdrawn item is simply never sent, and
+    /// its conditional delete, bound to fail, costs no write. A withdrawn item that is still due
+    /// after all (a stale index replica, a hash collision) is found again by a later read once
+    /// the dispatcher resolves it: late, never deleted wrongly.
+    pub fn withdraw_unlisted(
+        &mut self,
+        lane: usize,
+        after: Timestamp,
+        until: Timestamp,
+        read: Read<I>,
+    ) -> usize {
+        if after >= until {
+            return 0;
+        }
+        let from = (
+            Expiry::at_instant(Timestamp::from_millis(after.as_millis().saturating_add(1))),
+            0,
+        );
+        let to = (Expiry::at_instant(until), u64::MAX);
+        let mut n = 0;
+        for (&(_, hash), listing) in self.listings[lane].range(from..=to) {
+            if listing.seen < read.seq
+                && listing.admitted_at < read.at
+                && self.withdrawn.insert(hash)
+            {
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Whether `key` was withdrawn ([`Pending::withdraw_unlisted`]); the caller resolves it.
+    pub fn is_withdrawn(&self, key: &K) -> bool {
+        !self.withdrawn.is_empty() && self.withdrawn.contains(&self.hasher.hash_one(key))
     }
 
     pub fn resolve(&mut self, key: &K, at: I) {
         let hash = self.hasher.hash_one(key);
         self.resolved.insert(hash, at);
         self.resolved_order.push_back((at, hash));
+        self.withdrawn.remove(&hash);
         if let Some((lane, expiry)) = self.keys.remove(key) {
+            self.listings[lane].remove(&(expiry, hash));
             let map = &mut self.expiries[lane];
             if let Some(n) = map.get_mut(&expiry) {
                 *n -= 1;
@@ -214,6 +305,52 @@ mod tests {
             p.watermark(0, t(50)),
             Some(t(50)),
             "never ahead of the clock"
+        );
+    }
+
+    #[test]
+    fn a_near_read_withdraws_pending_items_it_no_longer_lists_at_their_expiry() {
+        let mut p: Pending<&str, u64> = Pending::new(2);
+        let e = |s| Expiry::at_instant(Timestamp::from_secs(s));
+        let first = Read { at: 1, seq: 1 };
+        for (key, secs) in [("a", 10), ("b", 11), ("late", 20), ("due", 5)] {
+            assert!(p.admit_listed(0, &key, e(secs), first));
+        }
+        assert!(p.admit_listed(1, &"other lane", e(10), first));
+        let second = Read { at: 2, seq: 2 };
+        assert!(!p.admit_listed(0, &"a", e(10), second), "still pending");
+        assert!(
+            !p.admit_listed(0, &"b", e(30), second),
+            "b's TTL was extended: listed elsewhere, and still pending at 11 s until withdrawn"
+        );
+        assert!(p.admit_listed(0, &"new", e(12), second));
+        let withdrawn =
+            p.withdraw_unlisted(0, Timestamp::from_secs(6), Timestamp::from_secs(15), second);
+        assert_eq!(withdrawn, 1);
+        assert!(p.is_withdrawn(&"b"));
+        for kept in ["a", "new", "late", "due", "other lane"] {
+            assert!(!p.is_withdrawn(&kept), "{kept}");
+        }
+        assert_eq!(
+            p.withdraw_unlisted(0, Timestamp::from_secs(6), Timestamp::from_secs(15), second),
+            0,
+            "counted once"
+        );
+        p.resolve(&"b", 3);
+        assert!(!p.is_withdrawn(&"b"));
+        assert!(
+            p.admit_listed(0, &"b", e(30), Read { at: 4, seq: 3 }),
+            "a read sent after its resolution admits it at its new expiry"
+        );
+        assert_eq!(
+            p.withdraw_unlisted(
+                0,
+                Timestamp::from_secs(15),
+                Timestamp::from_secs(15),
+                second
+            ),
+            0,
+            "an empty range"
         );
     }
 
@@ -321,6 +458,10 @@ mod tests {
                             model.oldest_pending(lane)
                         );
                     }
+                    prop_assert_eq!(
+                        real.listings.iter().map(BTreeMap::len).sum::<usize>(),
+                        model.pending.len()
+                    );
                     let far = Timestamp::from_secs(1_000);
                     prop_assert_eq!(real.due_count(far), (model.pending.len() as u64, 0));
                 }

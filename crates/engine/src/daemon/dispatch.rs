@@ -30,13 +30,15 @@ impl<K> Ticket for Work<K> {
 }
 
 /// A finished delete request: its class and size, the outcomes of the items it settled, the
-/// items to send again, and whether a failure said the store is saturated.
+/// items to send again, whether a failure said the store is saturated, and the items withdrawn
+/// before it was sent (moved in the index since they were read).
 struct Done<K> {
     class: Class,
     items: usize,
     outcomes: Outcomes<K>,
     again: Vec<Again<Work<K>>>,
     congested: bool,
+    withdrawn: Vec<Work<K>>,
 }
 
 /// How often each shard's waiting is published for its readers.
@@ -223,6 +225,7 @@ fn settle<S: ExpiryStore, C: Clock>(
         outcomes,
         again,
         congested,
+        withdrawn,
     } = match done {
         Ok(done) => done,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
@@ -243,6 +246,9 @@ fn settle<S: ExpiryStore, C: Clock>(
     let mut failed: Option<(String, usize)> = None;
     {
         let mut pending = lock(&shared.pending);
+        for work in &withdrawn {
+            pending.resolve(&work.item.key, resolved_at);
+        }
         for (work, result, _) in &outcomes {
             pending.resolve(&work.item.key, resolved_at);
             if let Err(e) = result
@@ -251,6 +257,11 @@ fn settle<S: ExpiryStore, C: Clock>(
                 pending.coverage[work.lane].failed(work.item.expiry);
             }
         }
+    }
+    // Changed since the query, as a failed condition says of the items sent: skipped.
+    for work in withdrawn {
+        shared.counters.skipped();
+        shared.observer.skipped(&work.item.key, work.item.expiry);
     }
     for (work, result, acked) in outcomes {
         match result {
@@ -298,15 +309,21 @@ async fn delete_batch<S: ExpiryStore, C: Clock>(
     batch: Vec<Work<S::Key>>,
     class: Class,
 ) -> Done<S::Key> {
+    let items = batch.len();
+    let (withdrawn, batch): (Vec<_>, Vec<_>) = {
+        let pending = lock(&shared.pending);
+        batch
+            .into_iter()
+            .partition(|w| pending.is_withdrawn(&w.item.key))
+    };
     let window = DueWindow::at(shared.clock.now());
     let keys: Vec<S::Key> = batch.iter().map(|w| w.item.key.clone()).collect();
-    let results = if keys.len() == 1 {
-        vec![shared.store.delete_if_due(&keys[0], window).await]
-    } else {
-        shared.store.delete_many_if_due(&keys, window).await
+    let results = match keys.len() {
+        0 => Vec::new(),
+        1 => vec![shared.store.delete_if_due(&keys[0], window).await],
+        _ => shared.store.delete_many_if_due(&keys, window).await,
     };
     let acked = shared.clock.now();
-    let items = batch.len();
     let mut outcomes = Vec::with_capacity(items);
     let mut again = Vec::new();
     let mut throttled = 0;
@@ -356,5 +373,6 @@ async fn delete_batch<S: ExpiryStore, C: Clock>(
         outcomes,
         again,
         congested,
+        withdrawn,
     }
 }

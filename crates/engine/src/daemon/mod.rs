@@ -41,7 +41,7 @@ use crate::clock::Clock;
 use crate::counters::Counters;
 use crate::observe::{NoopObserver, Observer};
 use crate::store::{DueItem, DueQuery, ExpiryStore, StoreError};
-use precise_ttl_core::watermark::Pending;
+use precise_ttl_core::watermark::{Pending, Read};
 use precise_ttl_core::{DueWindow, ErrorClass, Expiry, Timestamp};
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -138,6 +138,8 @@ struct Shared<S: ExpiryStore, C: Clock> {
     /// Whether admission's controllers go to `/metrics` (a daemon's, not a pass's: a pass run
     /// inside a daemon, its stray sweep, must not overwrite the daemon's gauges).
     gauges: bool,
+    /// The last number given to a head read ([`Read::seq`]).
+    reads: AtomicU64,
 }
 
 impl<S: ExpiryStore, C: Clock> Shared<S, C> {
@@ -169,6 +171,14 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
             .is_some_and(|w| w.load(Ordering::Relaxed) >= d.as_millis() as u64)
     }
 
+    /// A head read about to be sent: its instant and number.
+    fn next_read(&self) -> Read<Instant> {
+        Read {
+            at: Instant::now(),
+            seq: self.reads.fetch_add(1, Ordering::Relaxed) + 1,
+        }
+    }
+
     fn random_unit(&self) -> f64 {
         lock(&self.rng).f64()
     }
@@ -198,6 +208,7 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
         lane: usize,
         window: DueWindow,
         reader: &'static str,
+        seq: u64,
         mut sink: F,
     ) -> Result<usize, ()>
     where
@@ -207,7 +218,7 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
         let mut admitted = 0;
         for partition in self.partitioning.partitions(lane, window) {
             admitted += self
-                .read_partition(lane, &partition, window, reader, &mut sink)
+                .read_partition(lane, &partition, window, reader, seq, &mut sink)
                 .await?;
         }
         Ok(admitted)
@@ -222,6 +233,7 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
         partition: &S::Partition,
         window: DueWindow,
         reader: &'static str,
+        seq: u64,
         sink: &mut F,
     ) -> Result<usize, ()>
     where
@@ -262,7 +274,10 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
                 let mut pending = lock(&self.pending);
                 page.items
                     .into_iter()
-                    .filter(|item| pending.admit(lane, &item.key, item.expiry, read_at))
+                    .filter(|item| {
+                        let read = Read { at: read_at, seq };
+                        pending.admit_listed(lane, &item.key, item.expiry, read)
+                    })
                     .collect()
             };
             for item in fresh {
@@ -447,6 +462,7 @@ impl<S: ExpiryStore, C: Clock> Daemon<S, C> {
                         &partition,
                         window,
                         PASS_READER,
+                        0,
                         &mut sink,
                     )
                     .await;
@@ -495,6 +511,7 @@ impl<S: ExpiryStore, C: Clock> Daemon<S, C> {
             ownership: self.ownership,
             observer: self.observer,
             pending: Mutex::new(Pending::new(lanes)),
+            reads: AtomicU64::new(0),
             counters: Counters::default(),
             lane_waiting_ms: (0..lanes).map(|_| AtomicU64::new(0)).collect(),
             rng: Mutex::new(match config.seed {

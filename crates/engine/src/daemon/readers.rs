@@ -161,13 +161,29 @@ pub(super) async fn head<S: ExpiryStore, C: Clock>(
             if window.oldest > window.until {
                 continue;
             }
-            let read = shared
-                .read_window(lane, window, "head", |w| {
+            let read = shared.next_read();
+            let listed = shared
+                .read_window(lane, window, "head", read.seq, |w| {
                     let timely = timely.clone();
                     async move { timely.send(w).await.is_ok() }
                 })
                 .await;
-            ok &= read.is_ok();
+            ok &= listed.is_ok();
+            // A complete read no longer listing an item held for later at its expiry: the
+            // application changed its TTL (or deleted it) since it was read. Not sending its
+            // delete saves the write a failing conditional delete costs (see
+            // `Pending::withdraw_unlisted`).
+            if listed.is_ok() {
+                let withdrawn = lock(&shared.pending).withdraw_unlisted(
+                    lane,
+                    window.oldest.max(now),
+                    window.until,
+                    read,
+                );
+                if withdrawn > 0 {
+                    tracing::debug!(lane, withdrawn, "held items moved in the index; withdrawn");
+                }
+            }
         }
         if ok {
             far_until = Some(horizon_end);
@@ -240,7 +256,7 @@ pub(super) async fn backlog<S: ExpiryStore, C: Clock>(
         let gap = Duration::from_secs_f64(1.0 / config.backlog_per_lane_per_second.max(1.0));
         let mut slot = Instant::now();
         let read = shared
-            .read_window(lane, window, "backlog", |w| {
+            .read_window(lane, window, "backlog", 0, |w| {
                 let backlog = backlog.clone();
                 let now = Instant::now();
                 slot = slot.max(now.checked_sub(gap * PACE_BURST).unwrap_or(now)) + gap;
