@@ -78,26 +78,22 @@ pub struct Pending<K, I> {
     resolved_order: VecDeque<(I, u64)>,
     /// Per lane, a multiset of pending expiries.
     expiries: Vec<BTreeMap<Expiry, usize>>,
-    /// Per lane, each pending item by expiry and key hash: the read that admitted it and the
-    /// last read that listed it there, for [`Pending::withdraw_unlisted`].
-    listings: Vec<BTreeMap<(Expiry, u64), Listing<I>>>,
+    /// Per lane, each pending item by expiry and key hash, with the number of the last read
+    /// that listed it there (the one that admitted it, at first), for
+    /// [`Pending::withdraw_unlisted`].
+    listings: Vec<BTreeMap<(Expiry, u64), u64>>,
     /// Hashes of pending keys the index no longer lists at their expiry: not to be deleted.
     withdrawn: HashSet<u64, RandomState>,
     pub coverage: Vec<Coverage>,
 }
 
-/// One read of the index: when it was sent (the daemon's monotonic instant) and its number
-/// (reads of one daemon are numbered from 1; 0 stands for a read that lists nothing again).
+/// One read of the index: when it was sent (the daemon's monotonic instant) and its number.
+/// Head reads are numbered from 1 in the order they are sent; 0 is for reads that never
+/// withdraw anything (the backlog's, a pass's), whose items count as listed before any head read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Read<I> {
     pub at: I,
     pub seq: u64,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Listing<I> {
-    admitted_at: I,
-    seen: u64,
 }
 
 impl<K: Eq + Hash + Clone, I: Ord + Copy> Pending<K, I> {
@@ -135,9 +131,9 @@ impl<K: Eq + Hash + Clone, I: Ord + Copy> Pending<K, I> {
         if let Some(&(was_lane, was)) = self.keys.get(key) {
             if was_lane == lane
                 && was == expiry
-                && let Some(listing) = self.listings[lane].get_mut(&(expiry, hash))
+                && let Some(seen) = self.listings[lane].get_mut(&(expiry, hash))
             {
-                listing.seen = listing.seen.max(read.seq);
+                *seen = (*seen).max(read.seq);
             }
             return false;
         }
@@ -146,19 +142,13 @@ impl<K: Eq + Hash + Clone, I: Ord + Copy> Pending<K, I> {
         }
         self.keys.insert(key.clone(), (lane, expiry));
         *self.expiries[lane].entry(expiry).or_default() += 1;
-        self.listings[lane].insert(
-            (expiry, hash),
-            Listing {
-                admitted_at: read.at,
-                seen: read.seq,
-            },
-        );
+        self.listings[lane].insert((expiry, hash), read.seq);
         true
     }
 
     /// After `read` of `lane` listed every item of the index with an expiry in `(after, until]`:
-    /// the pending items of that range admitted by an earlier read and not listed by this one
-    /// at their expiry have moved in the index (the application changed their TTL, or deleted
+    /// the pending items of that range admitted by an earlier read (a lower number) and not
+    /// listed by this one at their expiry have moved in the index (the application changed their TTL, or deleted
     /// them), and are withdrawn. Returns how many.
     ///
     /// Only items not yet due when the read was sent (`after` no earlier than its `now`): those
@@ -182,11 +172,8 @@ impl<K: Eq + Hash + Clone, I: Ord + Copy> Pending<K, I> {
         );
         let to = (Expiry::at_instant(until), u64::MAX);
         let mut n = 0;
-        for (&(_, hash), listing) in self.listings[lane].range(from..=to) {
-            if listing.seen < read.seq
-                && listing.admitted_at < read.at
-                && self.withdrawn.insert(hash)
-            {
+        for (&(_, hash), &seen) in self.listings[lane].range(from..=to) {
+            if seen < read.seq && self.withdrawn.insert(hash) {
                 n += 1;
             }
         }
