@@ -1,7 +1,7 @@
 //! The watermark's bookkeeping: which time ranges each lane (a shard, or the blog layout's
-//! windows) has read completely, which items
-//! are pending, and from those the instant T such that every due item with TTL <= T is known
-//! resolved.
+//! windows) has read completely, which items are pending, and from those the instant T such that
+//! every due item with TTL <= T is known resolved. Also which pending items a later read no longer
+//! lists at their expiry (their TTL changed), so that their deletes, bound to fail, are not sent.
 //!
 //! Pure: the daemon passes its own clock readings in. `I` is the daemon's monotonic instant (it
 //! orders a read against the resolution of a key); the tests use integers.
@@ -148,8 +148,8 @@ impl<K: Eq + Hash + Clone, I: Ord + Copy> Pending<K, I> {
 
     /// After `read` of `lane` listed every item of the index with an expiry in `(after, until]`:
     /// the pending items of that range admitted by an earlier read (a lower number) and not
-    /// listed by this one at their expiry have moved in the index (the application changed their TTL, or deleted
-    /// them), and are withdrawn. Returns how many.
+    /// listed by this one at their expiry have moved in the index (the application changed
+    /// their TTL, or deleted them), and are withdrawn. Returns how many.
     ///
     /// Only items not yet due when the read was sent (`after` no earlier than its `now`): those
     /// wait in admission and have not been sent, so a withdrawn item is simply never sent, and

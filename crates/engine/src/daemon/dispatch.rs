@@ -301,7 +301,8 @@ fn settle<S: ExpiryStore, C: Clock>(
     }
 }
 
-/// Sends one delete request. Items that failed in a way worth retrying go back to admission,
+/// Sends one delete request, without the items withdrawn since admission chose them (moved in
+/// the index, see `Pending::withdraw_unlisted`). Items that failed in a way worth retrying go back to admission,
 /// which sends them again after their backoff, oldest first and with other items: a retry loop
 /// here would send a throttled item alone and hold its request's share of the store.
 async fn delete_batch<S: ExpiryStore, C: Clock>(
