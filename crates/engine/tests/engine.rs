@@ -53,7 +53,9 @@ fn num(n: impl ToString, shard: u16) -> MemItem {
     }
 }
 
-#[tokio::test]
+// Paused: the pass's window is taken from a clock that starts at `NOW_S`; on a loaded machine a
+// real millisecond between the two made the item due 1 ms after `NOW_S` due as well.
+#[tokio::test(start_paused = true)]
 async fn deletes_every_due_item_across_pages_and_shards_and_nothing_else() {
     let store = Arc::new(MemoryStore::new());
     for i in 0..200u16 {
