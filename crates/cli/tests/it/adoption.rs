@@ -90,8 +90,16 @@ async fn backfill_interrupted_and_resumed_indexes_each_item_exactly_once() {
     let checkpoint = dir.join("checkpoint.json");
     let backfill = || backfill_command(&table.name, &checkpoint, &["--segments", "4"]);
 
-    // First run: interrupted once its checkpoint shows progress, while a writer races it.
-    let first = backfill().spawn().unwrap();
+    // First run: interrupted once its checkpoint shows progress, while a writer races it. Capped
+    // (at least 10 s for its items) so that it cannot finish between the progress seen and the
+    // signal: uncapped, DynamoDB Local once finished it first, and the run exited 0.
+    let first = backfill_command(
+        &table.name,
+        &checkpoint,
+        &["--segments", "4", "--max-writes-per-second", "1000"],
+    )
+    .spawn()
+    .unwrap();
     let started = Instant::now();
     let shards = ShardCount::new(16).unwrap();
     let writer_shard = |pk: &str| (shards.shard_for_key(pk.as_bytes()).0 + 1) % 16;
