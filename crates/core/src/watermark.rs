@@ -146,7 +146,7 @@ impl<K: Eq + Hash + Clone, I: Ord + Copy> Pending<K, I> {
         true
     }
 
-    /// After `read` of `lane` listed every item of the index with an expiry in `(after, until]`:
+    /// After head read number `seq` of `lane` listed every item of the index with an expiry in `(after, until]`:
     /// the pending items of that range admitted by an earlier read (a lower number) and not
     /// listed by this one at their expiry have moved in the index (the application changed
     /// their TTL, or deleted them), and are withdrawn. Returns how many.
@@ -161,7 +161,7 @@ impl<K: Eq + Hash + Clone, I: Ord + Copy> Pending<K, I> {
         lane: usize,
         after: Timestamp,
         until: Timestamp,
-        read: Read<I>,
+        seq: u64,
     ) -> usize {
         if after >= until {
             return 0;
@@ -173,7 +173,7 @@ impl<K: Eq + Hash + Clone, I: Ord + Copy> Pending<K, I> {
         let to = (Expiry::at_instant(until), u64::MAX);
         let mut n = 0;
         for (&(_, hash), &seen) in self.listings[lane].range(from..=to) {
-            if seen < read.seq && self.withdrawn.insert(hash) {
+            if seen < seq && self.withdrawn.insert(hash) {
                 n += 1;
             }
         }
@@ -311,15 +311,24 @@ mod tests {
             "b's TTL was extended: listed elsewhere, and still pending at 11 s until withdrawn"
         );
         assert!(p.admit_listed(0, &"new", e(12), second));
-        let withdrawn =
-            p.withdraw_unlisted(0, Timestamp::from_secs(6), Timestamp::from_secs(15), second);
+        let withdrawn = p.withdraw_unlisted(
+            0,
+            Timestamp::from_secs(6),
+            Timestamp::from_secs(15),
+            second.seq,
+        );
         assert_eq!(withdrawn, 1);
         assert!(p.is_withdrawn(&"b"));
         for kept in ["a", "new", "late", "due", "other lane"] {
             assert!(!p.is_withdrawn(&kept), "{kept}");
         }
         assert_eq!(
-            p.withdraw_unlisted(0, Timestamp::from_secs(6), Timestamp::from_secs(15), second),
+            p.withdraw_unlisted(
+                0,
+                Timestamp::from_secs(6),
+                Timestamp::from_secs(15),
+                second.seq
+            ),
             0,
             "counted once"
         );
@@ -334,7 +343,7 @@ mod tests {
                 0,
                 Timestamp::from_secs(15),
                 Timestamp::from_secs(15),
-                second
+                second.seq
             ),
             0,
             "an empty range"

@@ -171,12 +171,9 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
             .is_some_and(|w| w.load(Ordering::Relaxed) >= d.as_millis() as u64)
     }
 
-    /// A head read about to be sent: its instant and number.
-    fn next_read(&self) -> Read<Instant> {
-        Read {
-            at: Instant::now(),
-            seq: self.reads.fetch_add(1, Ordering::Relaxed) + 1,
-        }
+    /// The number of a head read about to be sent ([`Read::seq`]).
+    fn next_read(&self) -> u64 {
+        self.reads.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     fn random_unit(&self) -> f64 {
@@ -272,12 +269,10 @@ impl<S: ExpiryStore, C: Clock> Shared<S, C> {
             self.observer.page(page.items.len());
             let fresh: Vec<_> = {
                 let mut pending = lock(&self.pending);
+                let read = Read { at: read_at, seq };
                 page.items
                     .into_iter()
-                    .filter(|item| {
-                        let read = Read { at: read_at, seq };
-                        pending.admit_listed(lane, &item.key, item.expiry, read)
-                    })
+                    .filter(|item| pending.admit_listed(lane, &item.key, item.expiry, read))
                     .collect()
             };
             for item in fresh {

@@ -161,9 +161,9 @@ pub(super) async fn head<S: ExpiryStore, C: Clock>(
             if window.oldest > window.until {
                 continue;
             }
-            let read = shared.next_read();
+            let seq = shared.next_read();
             let listed = shared
-                .read_window(lane, window, "head", read.seq, |w| {
+                .read_window(lane, window, "head", seq, |w| {
                     let timely = timely.clone();
                     async move { timely.send(w).await.is_ok() }
                 })
@@ -178,7 +178,7 @@ pub(super) async fn head<S: ExpiryStore, C: Clock>(
                     lane,
                     window.oldest.max(now),
                     window.until,
-                    read,
+                    seq,
                 );
                 if withdrawn > 0 {
                     tracing::debug!(lane, withdrawn, "held items moved in the index; withdrawn");
