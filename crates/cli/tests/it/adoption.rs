@@ -91,12 +91,21 @@ async fn backfill_interrupted_and_resumed_indexes_each_item_exactly_once() {
     let backfill = || backfill_command(&table.name, &checkpoint, &["--segments", "4"]);
 
     // First run: interrupted once its checkpoint shows progress, while a writer races it. Capped
-    // (at least 10 s for its items) so that it cannot finish between the progress seen and the
-    // signal: uncapped, DynamoDB Local once finished it first, and the run exited 0.
-    let first = backfill_command(
+    // (at least 40 s for its items) so that it cannot finish before the writer's 200 calls and the
+    // signal: uncapped, DynamoDB Local once finished it first (the run exited 0), and at 1,000
+    // writes/s a loaded machine's writer loop once outlasted it (the checkpoint was gone). Small
+    // pages show progress after a few hundred writes.
+    let mut first = backfill_command(
         &table.name,
         &checkpoint,
-        &["--segments", "4", "--max-writes-per-second", "1000"],
+        &[
+            "--segments",
+            "4",
+            "--max-writes-per-second",
+            "250",
+            "--scan-page-size",
+            "250",
+        ],
     )
     .spawn()
     .unwrap();
@@ -124,6 +133,13 @@ async fn backfill_interrupted_and_resumed_indexes_each_item_exactly_once() {
         }
     }
     loop {
+        if let Some(status) = first.try_wait().unwrap() {
+            let out = first.wait_with_output().unwrap();
+            panic!(
+                "the first run ended ({status}) before it was interrupted: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
         let text = std::fs::read_to_string(&checkpoint).unwrap_or_default();
         let progressed = serde_json::from_str::<serde_json::Value>(&text)
             .ok()
