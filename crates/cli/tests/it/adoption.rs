@@ -93,8 +93,9 @@ async fn backfill_interrupted_and_resumed_indexes_each_item_exactly_once() {
     // First run: interrupted once its checkpoint shows progress, while a writer races it. Capped
     // (at least 40 s for its items) so that it cannot finish before the writer's 200 calls and the
     // signal: uncapped, DynamoDB Local once finished it first (the run exited 0), and at 1,000
-    // writes/s a loaded machine's writer loop once outlasted it (the checkpoint was gone). Small
-    // pages show progress after a few hundred writes.
+    // writes/s, with DynamoDB Local slowed, the progress check once found no checkpoint (most
+    // likely the writer's loop outlasted the run). Small pages show progress after a few hundred
+    // writes.
     let mut first = backfill_command(
         &table.name,
         &checkpoint,

@@ -364,8 +364,8 @@ async fn twenty_percent_throttling_on_the_wire_then_prompt_recovery() {
     // backlog, which goes where on-time items leave room and slows at every refusal (the
     // backlog's budget): after the faults it may still be catching up, which this test does not
     // time. The daemon stops once every due item is gone, or before its --for ends. (A CI run
-    // stopped it at 6-9 s with 50 items due during the faults left, all of three shards, and the
-    // watermark 68 s behind.)
+    // stopped it at 6-9 s with 50 items due during the faults left and the watermark 68 s
+    // behind.)
     while started.elapsed() < Duration::from_secs(18) && left_count(&table, &plan).await > 0 {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
