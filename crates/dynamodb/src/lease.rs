@@ -145,6 +145,9 @@ impl LeaseStore for LeaseTable {
             .into_iter()
             .map(|l| l.record.key)
             .collect();
+        // Every missing lease is tried, and the first failure reported once all have been: on a
+        // throttled lease table each attempt keeps what it created, and the next creates the rest.
+        let mut failed = None;
         for key in keys.iter().filter(|k| !existing.contains(k)) {
             let put = self
                 .dynamo
@@ -163,10 +166,16 @@ impl LeaseStore for LeaseTable {
                 Err(e)
                     if e.as_service_error()
                         .is_some_and(|se| se.is_conditional_check_failed_exception()) => {}
-                Err(e) => return Err(store_error("PutItem", e)),
+                Err(e) => {
+                    let e = store_error("PutItem", e);
+                    if e.class == ErrorClass::Fatal {
+                        return Err(e);
+                    }
+                    failed.get_or_insert(e);
+                }
             }
         }
-        Ok(())
+        failed.map_or(Ok(()), Err)
     }
 
     async fn list(&self, keys: &[String]) -> Result<Vec<LeaseRecord>, StoreError> {
