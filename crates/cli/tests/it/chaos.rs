@@ -327,14 +327,19 @@ async fn twenty_percent_throttling_on_the_wire_then_prompt_recovery() {
         unprocessed: 100,
         ..Faults::default()
     });
-    // The other faults start once the daemon is up: start-up retries are covered elsewhere, and
-    // a test that sometimes never starts the daemon measures nothing.
+    // The other faults start once the daemon is up (its first backlog delete is seen): start-up
+    // retries are covered elsewhere, and a daemon that spends the faults taking its leases
+    // measures nothing (a CI run saw it take them until the faults ended, and send no batch).
     let child = daemon(
         &table.name,
         &proxy.url,
         &["--for", "20s", "--attempt-timeout", "1s"],
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let oldest: Vec<String> = (190..200).map(|i| format!("backlog-{i}")).collect();
+    while table.present(&oldest).await == oldest.len() && started.elapsed() < Duration::from_secs(3)
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     proxy.set(Faults {
         throttle: 200,
         server_error: 20,
@@ -344,7 +349,10 @@ async fn twenty_percent_throttling_on_the_wire_then_prompt_recovery() {
         unprocessed: 100,
         ..Faults::default()
     });
-    tokio::time::sleep(Duration::from_millis(4200)).await;
+    // Until 4.5 s after planting, and for at least a second and a half.
+    let faults_end =
+        (started + Duration::from_millis(4500)).max(Instant::now() + Duration::from_millis(1500));
+    tokio::time::sleep_until(faults_end.into()).await;
     proxy.set(Faults::default());
     // Faults stop at ~4.5 s; the items due between 5 and 6 s must be gone within seconds.
     let mut late = Vec::new();
