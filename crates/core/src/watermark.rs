@@ -146,10 +146,10 @@ impl<K: Eq + Hash + Clone, I: Ord + Copy> Pending<K, I> {
         true
     }
 
-    /// After head read number `seq` of `lane` listed every item of the index with an expiry in `(after, until]`:
-    /// the pending items of that range admitted by an earlier read (a lower number) and not
-    /// listed by this one at their expiry have moved in the index (the application changed
-    /// their TTL, or deleted them), and are withdrawn. Returns how many.
+    /// After head read number `seq` of `lane` listed every item of the index with an expiry in
+    /// `(after, until]`: the pending items of that range admitted by an earlier read (a lower
+    /// number) and not listed by this one at their expiry have moved in the index (the
+    /// application changed their TTL, or deleted them), and are withdrawn. Returns how many.
     ///
     /// Only items not yet due when the read was sent (`after` no earlier than its `now`): those
     /// wait in admission and have not been sent, so a withdrawn item is simply never sent, and

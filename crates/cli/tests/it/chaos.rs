@@ -368,12 +368,10 @@ async fn twenty_percent_throttling_on_the_wire_then_prompt_recovery() {
             break;
         }
     }
-    // A shard that fell behind during the faults catches up on the items due meanwhile as
-    // backlog, which goes where on-time items leave room and slows at every refusal (the
-    // backlog's budget): after the faults it may still be catching up, which this test does not
-    // time. The daemon stops once every due item is gone, or before its --for ends. (A CI run
-    // stopped it at 6-9 s with 50 items due during the faults left and the watermark 68 s
-    // behind.)
+    // Items due during the faults may still be being caught up after them (a shard that fell
+    // behind catches up as backlog, under the backlog's budget), which this test does not time.
+    // The daemon stops once every due item is gone, or before its --for ends. (A CI run stopped
+    // it at 6-9 s with 50 items due during the faults left and the watermark 68 s behind.)
     while started.elapsed() < Duration::from_secs(18) && left_count(&table, &plan).await > 0 {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
